@@ -1,0 +1,1 @@
+"""Offline and admin tools: topologies, data, local clusters, deployment and the auditor."""

@@ -1,0 +1,47 @@
+"""`netdp`: the coordinator tools' command line.
+
+Each feature module owns its sub-commands through a `register(subparsers)` function;
+this file only assembles them and turns netdp errors into one-line messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from node.errors import NetdpError
+
+COMMAND_MODULES = (
+    "coordinator_tools.topology.command",
+    "coordinator_tools.cluster.command",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="netdp",
+        description="Run private decentralized protocols on real peers and audit what each node leaked.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except NetdpError as exc:
+        print(f"netdp: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("netdp: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Published topologies: graph generators, weights and the `netdp topology` commands."""

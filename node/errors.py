@@ -1,0 +1,15 @@
+"""Error types shared by the node and the coordinator tools."""
+
+from __future__ import annotations
+
+
+class NetdpError(Exception):
+    """Base class of every error netdp reports to a user as a one-line message."""
+
+
+class ConfigError(NetdpError):
+    """A configuration, topology or data file is missing or does not validate."""
+
+
+class LogFormatError(NetdpError):
+    """A view log cannot be read at all (wrong magic, unreadable file)."""

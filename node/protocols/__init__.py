@@ -1,0 +1,1 @@
+"""Protocol engines: pure protocol logic over an abstract transport, one module per protocol."""

@@ -1,0 +1,1 @@
+"""Transports that carry protocol messages: gRPC between processes, or in-process for scale."""

@@ -1,0 +1,163 @@
+"""The view log: the one module that writes and reads a node's durable record of its view.
+
+File layout: an 8-byte magic, then records. Each record is framed as
+``<u32 little-endian length><u32 little-endian CRC-32 of the body><body>`` where the body
+is a serialized ``netdp.v1.Record``. Every append is flushed and fsync'd before it returns,
+so anything a node acknowledged is on disk. A reader returns every complete record and
+reports, never hides, a torn or corrupt tail.
+
+A node keeps two logs: the public view (``view.log``: what it sent and received) and the
+private section (``private.log``: its own input and noise), which the auditor only reads
+in test and experiment mode.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from google.protobuf.message import DecodeError
+
+from netdp.v1 import viewlog_pb2
+from node.errors import LogFormatError
+
+MAGIC = b"NDPLOG\x01\n"
+FRAME = struct.Struct("<II")
+MAX_RECORD_BYTES = 1 << 30
+VIEW_LOG_NAME = "view.log"
+PRIVATE_LOG_NAME = "private.log"
+
+DamageKind = Literal["torn_tail", "bad_checksum", "oversized_length", "undecodable", "missing_header"]
+
+
+@dataclass(frozen=True)
+class LogDamage:
+    """Where a log stops being readable and why; records before `offset` are intact."""
+
+    kind: DamageKind
+    offset: int
+    detail: str
+
+
+@dataclass
+class LogContents:
+    """Everything readable from one log file."""
+
+    path: Path
+    records: list[viewlog_pb2.Record] = field(default_factory=list)
+    damage: LogDamage | None = None
+
+    @property
+    def header(self) -> viewlog_pb2.RunHeader | None:
+        if self.records and self.records[0].WhichOneof("kind") == "header":
+            return self.records[0].header
+        return None
+
+    def of_kind(self, kind: str) -> list:
+        """The records of one kind ('sent', 'received', 'drop_out', ...), in log order."""
+        return [getattr(r, kind) for r in self.records if r.WhichOneof("kind") == kind]
+
+
+def encode_record(record: viewlog_pb2.Record) -> bytes:
+    """One framed record, ready to append."""
+    body = record.SerializeToString()
+    return FRAME.pack(len(body), zlib.crc32(body)) + body
+
+
+class ViewLogWriter:
+    """Append-only, fsync-per-record writer. Safe to call from several threads."""
+
+    def __init__(self, path: Path, header: viewlog_pb2.RunHeader) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and self.path.stat().st_size > 0:
+            raise FileExistsError(f"{self.path} already exists; a log is never overwritten")
+        self._lock = threading.Lock()
+        self._file = open(self.path, "ab", buffering=0)
+        self._file.write(MAGIC)
+        self.append(viewlog_pb2.Record(header=header))
+        _fsync_directory(self.path.parent)
+
+    def append(self, record: viewlog_pb2.Record) -> None:
+        """Write one record and make it durable before returning."""
+        frame = encode_record(record)
+        with self._lock:
+            if self._file.closed:
+                raise ValueError(f"{self.path} is closed")
+            self._file.write(frame)
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> "ViewLogWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_log(path: Path) -> LogContents:
+    """Read every complete record; report the first damaged spot instead of raising."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LogFormatError(f"{path}: cannot read log ({exc.strerror})") from None
+    if not data.startswith(MAGIC):
+        if MAGIC.startswith(data):
+            return LogContents(path, damage=LogDamage("torn_tail", 0, "file ends inside the magic"))
+        raise LogFormatError(f"{path}: not a netdp view log (bad magic)")
+    contents = LogContents(path)
+    offset = len(MAGIC)
+    while offset < len(data):
+        damage = _read_one(data, offset, contents)
+        if isinstance(damage, LogDamage):
+            contents.damage = damage
+            break
+        offset = damage
+    if contents.damage is None and contents.header is None:
+        contents.damage = LogDamage("missing_header", len(MAGIC), "log holds no run header")
+    return contents
+
+
+def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamage:
+    """Decode the record at `offset`; return the next offset or the damage found."""
+    remaining = len(data) - offset
+    if remaining < FRAME.size:
+        return LogDamage("torn_tail", offset, f"{remaining} trailing bytes, less than a frame header")
+    length, checksum = FRAME.unpack_from(data, offset)
+    if length > MAX_RECORD_BYTES:
+        return LogDamage("oversized_length", offset, f"frame claims {length} bytes")
+    body_start = offset + FRAME.size
+    if body_start + length > len(data):
+        missing = body_start + length - len(data)
+        return LogDamage("torn_tail", offset, f"last record is missing {missing} of {length} bytes")
+    body = data[body_start : body_start + length]
+    if zlib.crc32(body) != checksum:
+        return LogDamage("bad_checksum", offset, "record checksum does not match its bytes")
+    record = viewlog_pb2.Record()
+    try:
+        record.ParseFromString(body)
+    except DecodeError as exc:
+        return LogDamage("undecodable", offset, f"record does not decode ({exc})")
+    if record.WhichOneof("kind") is None:
+        return LogDamage("undecodable", offset, "record holds no known kind")
+    contents.records.append(record)
+    return body_start + length
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the log file's directory entry durable too."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

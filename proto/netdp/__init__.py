@@ -1,0 +1,1 @@
+"""The netdp wire format: protobuf definitions and their generated Python stubs."""

@@ -1,0 +1,41 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Envelope(_message.Message):
+    __slots__ = ("run_id", "protocol", "sender", "round", "sequence", "exchange_id", "shape")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    protocol: str
+    sender: int
+    round: int
+    sequence: int
+    exchange_id: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., sender: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Chunk(_message.Message):
+    __slots__ = ("envelope", "data")
+    ENVELOPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    envelope: Envelope
+    data: bytes
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Receipt(_message.Message):
+    __slots__ = ("receiver", "round")
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    receiver: int
+    round: int
+    def __init__(self, receiver: _Optional[int] = ..., round: _Optional[int] = ...) -> None: ...

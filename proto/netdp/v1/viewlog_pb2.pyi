@@ -1,0 +1,135 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Tensor(_message.Message):
+    __slots__ = ("shape", "data")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    data: bytes
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class RunHeader(_message.Message):
+    __slots__ = ("run_id", "protocol", "node_id", "topology_digest", "public_parameters_json", "sampler_kind", "section", "started_unix")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SAMPLER_KIND_FIELD_NUMBER: _ClassVar[int]
+    SECTION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    protocol: str
+    node_id: int
+    topology_digest: str
+    public_parameters_json: str
+    sampler_kind: str
+    section: str
+    started_unix: float
+    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., node_id: _Optional[int] = ..., topology_digest: _Optional[str] = ..., public_parameters_json: _Optional[str] = ..., sampler_kind: _Optional[str] = ..., section: _Optional[str] = ..., started_unix: _Optional[float] = ...) -> None: ...
+
+class MessageSent(_message.Message):
+    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload", "delivered", "attempts", "failure")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    peer: int
+    round: int
+    sequence: int
+    exchange_id: str
+    payload: Tensor
+    delivered: bool
+    attempts: int
+    failure: str
+    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., delivered: _Optional[bool] = ..., attempts: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
+
+class MessageReceived(_message.Message):
+    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    peer: int
+    round: int
+    sequence: int
+    exchange_id: str
+    payload: Tensor
+    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+
+class DropOut(_message.Message):
+    __slots__ = ("peer", "round", "reason")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    peer: int
+    round: int
+    reason: str
+    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Rejected(_message.Message):
+    __slots__ = ("claimed_sender", "round", "status_code", "detail")
+    CLAIMED_SENDER_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    claimed_sender: int
+    round: int
+    status_code: str
+    detail: str
+    def __init__(self, claimed_sender: _Optional[int] = ..., round: _Optional[int] = ..., status_code: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class FinalOutput(_message.Message):
+    __slots__ = ("value", "rounds_completed")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    value: Tensor
+    rounds_completed: int
+    def __init__(self, value: _Optional[_Union[Tensor, _Mapping]] = ..., rounds_completed: _Optional[int] = ...) -> None: ...
+
+class PrivateInput(_message.Message):
+    __slots__ = ("value", "clipped")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    CLIPPED_FIELD_NUMBER: _ClassVar[int]
+    value: Tensor
+    clipped: bool
+    def __init__(self, value: _Optional[_Union[Tensor, _Mapping]] = ..., clipped: _Optional[bool] = ...) -> None: ...
+
+class NoiseDraw(_message.Message):
+    __slots__ = ("purpose", "value")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    purpose: str
+    value: Tensor
+    def __init__(self, purpose: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+
+class Record(_message.Message):
+    __slots__ = ("header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    DROP_OUT_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_INPUT_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
+    header: RunHeader
+    sent: MessageSent
+    received: MessageReceived
+    drop_out: DropOut
+    rejected: Rejected
+    final_output: FinalOutput
+    private_input: PrivateInput
+    noise: NoiseDraw
+    def __init__(self, header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ...) -> None: ...
