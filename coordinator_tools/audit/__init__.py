@@ -1,0 +1,1 @@
+"""The offline auditor: replay view logs, account pairwise privacy loss, attack, report."""

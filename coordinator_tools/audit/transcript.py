@@ -1,0 +1,68 @@
+"""The realized schedule of a synchronous gossip run: who mixed whose value in which round.
+
+Both the auditor (rebuilt from view logs) and the planner (from the topology, with no
+drop-outs) produce a Transcript; every accountant takes one, so planned and realized runs
+are accounted by the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from node.mixing import chebyshev_omega
+from node.topology import Topology
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What really happened in a synchronous Muffliato run.
+
+    Round t (0 <= t < rounds) is the exchange of the values x^t. For node v:
+
+    * ``used[v][t]`` is the set of neighbours whose round-t value v mixed into x_v^{t+1}
+      (the neighbours it dropped at round t are missing; their weight went to v's self-loop).
+      ``used[v]`` has one entry per round v completed, so ``len(used[v])`` is the number of
+      rounds v completed (fewer than ``rounds`` if it stopped early).
+    * ``received[v]`` lists the messages in v's view, in log order, as (sender, round):
+      v received x_sender^round.
+
+    With every node completing every round and every neighbour used, this is the plan.
+    """
+
+    topology: Topology
+    rounds: int
+    accelerated: bool
+    used: tuple[tuple[frozenset[int], ...], ...]
+    received: tuple[tuple[tuple[int, int], ...], ...]
+
+    @property
+    def n(self) -> int:
+        return self.topology.n
+
+    @property
+    def omega(self) -> float:
+        """Chebyshev scale parameter (only meaningful when accelerated)."""
+        return chebyshev_omega(self.topology.spectral_gap)
+
+    def completed_rounds(self, node: int) -> int:
+        return len(self.used[node])
+
+    def realized_row(self, node: int, round_index: int) -> dict[int, float]:
+        """Row `node` of the mixing matrix W_t that was really applied at round t."""
+        row = self.topology.weight_row(node)
+        used = self.used[node][round_index]
+        for peer in self.topology.neighbours[node]:
+            if peer not in used:
+                row[node] += row.pop(peer)
+        return row
+
+
+def planned_transcript(topology: Topology, *, rounds: int | None = None, accelerated: bool | None = None) -> Transcript:
+    """The transcript of a run in which every node completes every round and nobody drops."""
+    rounds = topology.protocol.rounds if rounds is None else rounds
+    accelerated = topology.protocol.accelerated if accelerated is None else accelerated
+    used = tuple(tuple(frozenset(topology.neighbours[v]) for _ in range(rounds)) for v in range(topology.n))
+    received = tuple(
+        tuple((w, t) for t in range(rounds) for w in topology.neighbours[v]) for v in range(topology.n)
+    )
+    return Transcript(topology=topology, rounds=rounds, accelerated=accelerated, used=used, received=received)
