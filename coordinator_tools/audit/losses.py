@@ -1,0 +1,64 @@
+"""Per-pair privacy losses: the values every accountant fills and every report reads.
+
+Units are explicit in the names: ``*_rdp`` is a Renyi divergence at order ``alpha``
+(nats), ``*_eps`` an epsilon (nats) at ``delta``. Arrays are n x n and indexed
+[source u, observer v]; the diagonal is meaningless and set to NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ThreatModel:
+    """Whose knowledge the numbers assume (recorded in every report)."""
+
+    observer_knows_own_noise: bool = True
+    graph_public: bool = True
+    collusion: tuple[int, ...] = ()
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "notion": "pairwise network DP (Muffliato Def. 5), honest-but-curious observer",
+            "observer_knows_own_value": True,
+            "observer_knows_own_noise": self.observer_knows_own_noise,
+            "graph_public": self.graph_public,
+            "colluding_observers": list(self.collusion),
+        }
+
+
+@dataclass
+class PairwiseLosses:
+    """Every column of the report for every ordered pair (u -> v)."""
+
+    alpha: float
+    delta: float
+    sigma: float
+    sensitivity: float
+    threat_model: ThreatModel
+    # Muffliato Thm 1 on the realized schedule.
+    paper_rdp: np.ndarray
+    paper_eps: np.ndarray
+    # Exact Gaussian divergence of v's whole view: [standard tolerance, near machine precision].
+    exact_rdp: np.ndarray
+    exact_eps: np.ndarray
+    exact_rdp_upper: np.ndarray
+    exact_eps_upper: np.ndarray
+    reconstructable: np.ndarray  # bool: v can solve for u's noisy input exactly
+    ill_conditioned: np.ndarray  # bool: the tolerance changed the answer
+    exact_method: str  # "rational" or "float-interval"
+    # Baselines at the same noise.
+    ldp_rdp: float
+    ldp_eps: float
+    central_rdp: float
+    central_eps: float
+    # Distinguishing attack, only for the pairs it ran on: NaN elsewhere.
+    empirical_eps_lower: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return self.paper_rdp.shape[0]
