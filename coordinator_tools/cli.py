@@ -16,6 +16,7 @@ from node.errors import NetdpError
 COMMAND_MODULES = (
     "coordinator_tools.topology.command",
     "coordinator_tools.cluster.command",
+    "coordinator_tools.datasets",
 )
 
 

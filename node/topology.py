@@ -166,7 +166,7 @@ class Topology(BaseModel):
     def address_of(self, node: int) -> str:
         return self.nodes[node].address
 
-    @cached_property
+    @property
     def digest(self) -> str:
         """sha256 of the canonical JSON form: every log records it to bind views to one topology."""
         return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
@@ -174,6 +174,11 @@ class Topology(BaseModel):
     def public_parameters_json(self) -> str:
         """Protocol and network parameters as JSON, for the run header of every log."""
         return self.model_dump_json(include={"protocol", "network", "weighting", "spectral_gap", "gamma"})
+
+
+def replace_fields(topology: Topology, **changes: object) -> Topology:
+    """A validated copy with some fields changed (model_copy would skip validation and keep caches)."""
+    return Topology.model_validate({**topology.model_dump(), **changes})
 
 
 def load_topology(path: Path) -> Topology:

@@ -1,0 +1,90 @@
+"""`netdp run`: a local cluster of real node processes, with live progress."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, run_cluster
+from node.errors import ConfigError, NetdpError
+from node.topology import load_topology
+
+CONSOLE = Console(stderr=True)
+
+
+def parse_kill(spec: str) -> tuple[int, int]:
+    """'NODE@ROUND' -> (node, round)."""
+    node, sep, round_index = spec.partition("@")
+    if not sep or not node.isdigit() or not round_index.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NODE@ROUND, e.g. 3@2, got {spec!r}")
+    return int(node), int(round_index)
+
+
+def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions) -> ClusterResult:
+    """run_cluster with a progress bar of rounds started over all nodes."""
+    topology = load_topology(topology_path)
+    total = topology.n * topology.protocol.rounds
+    with Progress(TextColumn("[bold]gossip rounds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=CONSOLE, transient=True) as progress:
+        task = progress.add_task("rounds", total=total)
+        result = run_cluster(topology_path, data_dir, rundir, options,
+                             on_progress=lambda rounds: progress.update(task, completed=sum(rounds.values())))
+    return result
+
+
+def report_failures(result: ClusterResult) -> None:
+    """Raise a clear error naming every node that failed, with its last words."""
+    if result.timed_out:
+        raise NetdpError(f"the cluster did not finish in time; logs are in {result.rundir}")
+    if result.failures:
+        lines = [f"node {r.node_id} exited with code {r.exit_code}: {r.stderr_tail or '(no message)'}"
+                 for r in result.failures]
+        raise NetdpError(f"{len(lines)} node(s) failed; logs are in {result.rundir}\n  " + "\n  ".join(lines))
+
+
+def options_from_args(args: argparse.Namespace) -> LaunchOptions:
+    if args.seed is not None and args.sampler != "simulation":
+        raise ConfigError("--seed only goes with --sampler simulation")
+    return LaunchOptions(
+        sampler=args.sampler,
+        simulation_seed=args.seed,
+        certs_dir=None if args.insecure else args.certs,
+        kill_at_round=dict(args.kill or ()),
+        timeout_s=args.timeout,
+    )
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `netdp run` and `netdp demo`."""
+    parser.add_argument("--sampler", choices=("secure", "simulation"), default="secure",
+                        help="noise sampler of every node (default: secure)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="master seed of the simulation sampler (each node derives its own; never logged)")
+    security = parser.add_mutually_exclusive_group()
+    security.add_argument("--certs", type=Path, help="certificates from `netdp certs` (mutual TLS)")
+    security.add_argument("--insecure", action="store_true", help="plain-text gRPC (local demos only)")
+    parser.add_argument("--kill", type=parse_kill, action="append", metavar="NODE@ROUND",
+                        help="fault injection: SIGKILL NODE once it starts ROUND (repeatable)")
+    parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.certs is None and not args.insecure:
+        raise ConfigError("pass --certs DIR (from `netdp certs`) or --insecure for a plain-text local run")
+    result = launch_with_progress(args.topology, args.data, args.out, options_from_args(args))
+    report_failures(result)
+    finished = sum(1 for r in result.nodes if r.succeeded)
+    CONSOLE.print(f"{finished}/{result.topology.n} nodes finished; logs and estimates in {result.rundir}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser("run", help="run a local cluster: one node process per topology node, on loopback")
+    run.add_argument("topology", type=Path, help="published topology (addresses on this machine)")
+    run.add_argument("--data", type=Path, required=True, help="folder with node-<id>.json (or .npy/.npz/.csv) files")
+    run.add_argument("--out", type=Path, required=True, help="new folder for the run: topology, logs, estimates")
+    add_launch_arguments(run)
+    run.set_defaults(handler=_run_command)

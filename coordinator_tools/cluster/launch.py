@@ -1,0 +1,208 @@
+"""Start one OS process per node on this machine, watch them, collect what they wrote.
+
+The launcher is not part of the protocol: nodes only talk to each other. It starts
+`netdp-node` processes, shows progress read from their view logs, optionally kills a node
+at a given round (fault injection), and gathers exit codes and estimates into RUNDIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from coordinator_tools.datasets import node_data_file
+from node.errors import ConfigError, LogFormatError
+from node.peer import ESTIMATE_FILE
+from node.topology import Topology, load_topology, save_topology
+from node.viewlog import VIEW_LOG_NAME, read_log
+
+POLL_INTERVAL_S = 0.2
+STDERR_FILE = "stderr.txt"
+RUN_SUMMARY_FILE = "run.json"
+TOPOLOGY_FILE = "topology.json"
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    node_id: int
+    exit_code: int | None
+    killed_by_request: bool
+    rounds_started: int
+    estimate: np.ndarray | None
+    stderr_tail: str
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and self.estimate is not None
+
+
+@dataclass
+class ClusterResult:
+    rundir: Path
+    topology: Topology
+    nodes: list[NodeResult] = field(default_factory=list)
+    timed_out: bool = False
+
+    @property
+    def failures(self) -> list[NodeResult]:
+        """Nodes that did not finish, except those killed on purpose."""
+        return [r for r in self.nodes if not r.succeeded and not r.killed_by_request]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.timed_out
+
+    def estimates(self) -> dict[int, np.ndarray]:
+        return {r.node_id: r.estimate for r in self.nodes if r.estimate is not None}
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    sampler: str = "secure"
+    simulation_seed: int | None = None  # master seed; each node gets its own derived seed
+    certs_dir: Path | None = None  # None: plain text (explicitly insecure)
+    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> round at which to SIGKILL it
+    timeout_s: float | None = None
+
+
+def node_log_dir(rundir: Path, node_id: int) -> Path:
+    return Path(rundir) / f"node-{node_id}"
+
+
+def prepare_rundir(topology_path: Path, rundir: Path) -> Topology:
+    """Create RUNDIR with the topology actually used; refuse to mix two runs in one folder."""
+    topology = load_topology(topology_path)
+    rundir = Path(rundir)
+    if rundir.exists() and any(rundir.iterdir()):
+        raise ConfigError(f"{rundir} is not empty; choose a new --out folder for each run")
+    rundir.mkdir(parents=True, exist_ok=True)
+    save_topology(topology, rundir / TOPOLOGY_FILE)
+    return topology
+
+
+def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> list[str]:
+    command = [
+        sys.executable, "-m", "node.cli",
+        "--topology", str(Path(rundir) / TOPOLOGY_FILE),
+        "--id", str(node_id),
+        "--data", str(data_file),
+        "--log-dir", str(node_log_dir(rundir, node_id)),
+        "--sampler", options.sampler,
+    ]
+    if options.sampler == "simulation" and options.simulation_seed is not None:
+        derived = np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0]
+        command += ["--sim-seed", str(int(derived))]
+    if options.certs_dir is None:
+        command.append("--insecure")
+    else:
+        command += ["--tls-dir", str(Path(options.certs_dir) / f"node-{node_id}")]
+    return command
+
+
+def default_timeout(topology: Topology) -> float:
+    network = topology.network
+    return network.startup_deadline_s + topology.protocol.rounds * network.round_deadline_s * 2 + 30.0
+
+
+def logged_rounds(log_dir: Path) -> tuple[int, bool]:
+    """(rounds the node has started, finished?) read from its view log so far."""
+    path = Path(log_dir) / VIEW_LOG_NAME
+    if not path.exists():
+        return 0, False
+    try:
+        contents = read_log(path)
+    except LogFormatError:
+        return 0, False
+    rounds = {record.round for record in contents.of_kind("sent")}
+    return len(rounds), bool(contents.of_kind("final_output"))
+
+
+ProgressCallback = Callable[[dict[int, int]], None]
+
+
+def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),
+                on_progress: ProgressCallback | None = None) -> ClusterResult:
+    """Run every node as its own process until all exit (or the timeout), then collect."""
+    topology = prepare_rundir(topology_path, rundir)
+    data_files = {v: node_data_file(data_dir, v) for v in range(topology.n)}
+    processes: dict[int, subprocess.Popen] = {}
+    killed: set[int] = set()
+    deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
+    timed_out = False
+    try:
+        for v in range(topology.n):
+            log_dir = node_log_dir(rundir, v)
+            log_dir.mkdir(parents=True, exist_ok=True)
+            with open(log_dir / STDERR_FILE, "wb") as stderr:
+                processes[v] = subprocess.Popen(node_command(rundir, v, data_files[v], options),
+                                                stdout=subprocess.DEVNULL, stderr=stderr,
+                                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        while any(p.poll() is None for p in processes.values()):
+            progress = {v: logged_rounds(node_log_dir(rundir, v))[0] for v in processes}
+            for v, kill_round in options.kill_at_round.items():
+                if v not in killed and progress.get(v, 0) > kill_round and processes[v].poll() is None:
+                    processes[v].send_signal(signal.SIGKILL)
+                    killed.add(v)
+            if on_progress:
+                on_progress(progress)
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(POLL_INTERVAL_S)
+    finally:
+        _stop_all(processes)
+    result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
+    result.nodes = [_collect(rundir, v, processes[v].returncode, v in killed) for v in range(topology.n)]
+    _write_summary(result, options)
+    return result
+
+
+def _stop_all(processes: Mapping[int, subprocess.Popen]) -> None:
+    """Terminate whatever still runs (timeout or interruption), then make sure it is gone."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.terminate()
+    for process in processes.values():
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _collect(rundir: Path, node_id: int, exit_code: int | None, killed: bool) -> NodeResult:
+    log_dir = node_log_dir(rundir, node_id)
+    estimate = None
+    estimate_path = log_dir / ESTIMATE_FILE
+    if estimate_path.exists():
+        estimate = np.asarray(json.loads(estimate_path.read_text())["value"], dtype=np.float64)
+    stderr_path = log_dir / STDERR_FILE
+    stderr_lines = stderr_path.read_text(errors="replace").strip().splitlines() if stderr_path.exists() else []
+    tail = "\n".join(line for line in stderr_lines[-3:] if "WARNING: running WITHOUT TLS" not in line)
+    return NodeResult(node_id, exit_code, killed, logged_rounds(log_dir)[0], estimate, tail)
+
+
+def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
+    summary = {
+        "run_id": result.topology.run_id,
+        "n": result.topology.n,
+        "sampler": options.sampler,
+        "tls": options.certs_dir is not None,
+        "timed_out": result.timed_out,
+        "nodes": [
+            {"id": r.node_id, "exit_code": r.exit_code, "killed_by_request": r.killed_by_request,
+             "rounds_started": r.rounds_started, "finished": r.estimate is not None}
+            for r in result.nodes
+        ],
+    }
+    (Path(result.rundir) / RUN_SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+

@@ -1,0 +1,66 @@
+"""Per-node data files: synthetic values for averaging, split into one file per node."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from node.data import SUPPORTED_SUFFIXES, save_vector
+from node.errors import ConfigError
+from node.topology import load_topology
+
+NODE_FILE_PATTERN = "node-{id}"
+
+
+def synthetic_values(n: int, dimension: int, sensitivity: float, seed: int | None = None) -> np.ndarray:
+    """n vectors spread inside the ball of radius sensitivity/2 (so clipping never bites).
+
+    Each node holds a shared signal plus its own deviation, like sensors measuring one
+    quantity: the mean is informative and individual values differ.
+    """
+    rng = np.random.default_rng(seed)
+    radius = sensitivity / 2.0
+    signal = rng.uniform(-0.3, 0.3, size=dimension) * radius / np.sqrt(dimension)
+    deviations = rng.normal(0.0, 0.3 * radius / np.sqrt(dimension), size=(n, dimension))
+    values = signal + deviations
+    norms = np.linalg.norm(values, axis=1, keepdims=True)
+    return np.where(norms > radius, values * (radius / norms), values)
+
+
+def write_node_files(values: np.ndarray, out_dir: Path) -> list[Path]:
+    """One JSON file per node: out_dir/node-<id>.json."""
+    paths = [Path(out_dir) / f"{NODE_FILE_PATTERN.format(id=v)}.json" for v in range(len(values))]
+    for path, value in zip(paths, values):
+        save_vector(value, path)
+    return paths
+
+
+def node_data_file(data_dir: Path, node_id: int) -> Path:
+    """The data file of one node in a data folder, whatever its supported format."""
+    stem = NODE_FILE_PATTERN.format(id=node_id)
+    for suffix in SUPPORTED_SUFFIXES:
+        candidate = Path(data_dir) / f"{stem}{suffix}"
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"{data_dir}: no data file for node {node_id} (expected {stem}.json, .npy, .npz or .csv)")
+
+
+def _generate_command(args: argparse.Namespace) -> int:
+    topology = load_topology(args.topology)
+    params = topology.protocol
+    values = synthetic_values(topology.n, params.dimension, params.sensitivity, args.seed)
+    write_node_files(values, args.out)
+    print(f"wrote {topology.n} data files to {args.out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser("data", help="make per-node data files")
+    data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    generate = data_sub.add_parser("generate", help="synthetic vectors for averaging, one file per node")
+    generate.add_argument("topology", type=Path, help="topology file (gives n, dimension and sensitivity)")
+    generate.add_argument("--out", type=Path, required=True, help="folder for node-<id>.json files")
+    generate.add_argument("--seed", type=int, default=None, help="seed of the synthetic generator")
+    generate.set_defaults(handler=_generate_command)

@@ -1,0 +1,79 @@
+"""`netdp-node`: run one peer of a published topology."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from node.errors import NetdpError
+from node.runtime import NodeConfig, run_node
+from node.topology import load_topology
+
+INSECURE_WARNING = (
+    "netdp-node: WARNING: running WITHOUT TLS. Messages are unauthenticated plain text and any "
+    "process that can reach this port can claim to be a neighbour. Use only for local demos."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="netdp-node",
+        description="Run one peer: serve its gRPC endpoint, gossip with its neighbours, log its view.",
+    )
+    parser.add_argument("--topology", type=Path, required=True, help="published topology file (JSON)")
+    parser.add_argument("--id", type=int, required=True, dest="node_id", help="this node's id in the topology")
+    parser.add_argument("--data", type=Path, required=True, help="this node's private vector (JSON, NPY, NPZ or CSV)")
+    parser.add_argument("--log-dir", type=Path, required=True, help="where view.log, private.log and estimate.json go")
+    parser.add_argument("--sampler", choices=("secure", "simulation"), default="secure",
+                        help="noise sampler: 'secure' (CSPRNG, exact discrete Gaussian; default) or "
+                             "'simulation' (seeded numpy, for reproducible experiments only)")
+    parser.add_argument("--sim-seed", type=int, default=None,
+                        help="seed of the simulation sampler (never logged)")
+    security = parser.add_mutually_exclusive_group(required=True)
+    security.add_argument("--tls-dir", type=Path, help="folder with ca.pem, node.pem, node.key (from `netdp certs`)")
+    security.add_argument("--insecure", action="store_true", help="plain-text gRPC without authentication (demos only)")
+    parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s node %(message)s")
+    if args.sim_seed is not None and args.sampler != "simulation":
+        print("netdp-node: error: --sim-seed only goes with --sampler simulation", file=sys.stderr)
+        return 2
+    if args.insecure:
+        print(INSECURE_WARNING, file=sys.stderr)
+    try:
+        config = NodeConfig(
+            topology=load_topology(args.topology),
+            node_id=args.node_id,
+            data_path=args.data,
+            log_dir=args.log_dir,
+            sampler=args.sampler,
+            simulation_seed=args.sim_seed,
+            tls_dir=None if args.insecure else args.tls_dir,
+        )
+        if not 0 <= config.node_id < config.topology.n:
+            raise NetdpError(f"--id {config.node_id} is not a node of {args.topology} (n = {config.topology.n})")
+        outcome = asyncio.run(run_node(config))
+    except NetdpError as exc:
+        print(f"netdp-node: error: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError as exc:
+        print(f"netdp-node: error: {exc} (use a fresh --log-dir for each run)", file=sys.stderr)
+        return 2
+    except asyncio.CancelledError:
+        print("netdp-node: stopped before the run completed; logs are readable up to here", file=sys.stderr)
+        return 3
+    print(f"netdp-node {outcome.node_id}: done after {outcome.rounds_completed} rounds", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

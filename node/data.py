@@ -1,0 +1,57 @@
+"""A node's private data: one vector loaded from a local file, clipped to the sensitivity ball."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from node.errors import ConfigError
+
+SUPPORTED_SUFFIXES = (".json", ".npy", ".npz", ".csv", ".txt")
+
+
+def load_vector(path: Path, dimension: int) -> np.ndarray:
+    """Read a float vector of length `dimension` from JSON, NPY, NPZ (first array) or CSV."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: data file not found")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".json":
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = raw["value"] if isinstance(raw, dict) and "value" in raw else raw
+            array = np.asarray(raw, dtype=np.float64)
+        elif suffix == ".npy":
+            array = np.load(path, allow_pickle=False)
+        elif suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                array = archive[archive.files[0]]
+        elif suffix in (".csv", ".txt"):
+            array = np.loadtxt(path, delimiter="," if suffix == ".csv" else None, dtype=np.float64, ndmin=1)
+        else:
+            raise ConfigError(f"{path}: unsupported data format (use one of {', '.join(SUPPORTED_SUFFIXES)})")
+    except (ValueError, KeyError, IndexError, OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read a numeric vector ({exc})") from None
+    array = np.asarray(array, dtype=np.float64).ravel()
+    if array.size != dimension:
+        raise ConfigError(f"{path}: holds {array.size} values, the topology's dimension is {dimension}")
+    if not np.isfinite(array).all():
+        raise ConfigError(f"{path}: holds NaN or infinite values")
+    return array
+
+
+def clip_to_ball(value: np.ndarray, radius: float) -> tuple[np.ndarray, bool]:
+    """Project onto the l2 ball of `radius`, so any two inputs differ by at most 2 * radius."""
+    norm = float(np.linalg.norm(value))
+    if norm <= radius:
+        return value, False
+    return value * (radius / norm), True
+
+
+def save_vector(value: np.ndarray, path: Path) -> None:
+    """Write a vector as JSON (what `netdp` data generators produce)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"value": [float(x) for x in np.ravel(value)]}) + "\n", encoding="utf-8")

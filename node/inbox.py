@@ -1,0 +1,68 @@
+"""Per-neighbourhood round barrier: collects the neighbours' values round by round.
+
+There is no global clock. A node collecting round t accepts values for rounds t..t+window
+(a neighbour may be one round ahead), refuses older rounds (already closed) and anything
+further ahead. Closing a round and accepting a value share one lock, so a value is either
+logged as received *and* used, or refused: never logged and then ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import numpy as np
+
+from node.journal import Journal
+from node.refusal import Refusal
+
+
+class RoundInbox:
+    """Values received per round from a fixed set of neighbours."""
+
+    def __init__(self, neighbours: tuple[int, ...], journal: Journal, *, window: int = 1) -> None:
+        self._neighbours = neighbours
+        self._journal = journal
+        self._window = window
+        self._open_round = 0
+        self._values: dict[int, dict[int, np.ndarray]] = defaultdict(dict)
+        self._changed = asyncio.Condition()
+
+    @property
+    def open_round(self) -> int:
+        """The lowest round still accepting values."""
+        return self._open_round
+
+    async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
+        """Log and store a neighbour's value, or raise Refusal without touching any state."""
+        async with self._changed:
+            if round_index < self._open_round:
+                raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round})")
+            if round_index > self._open_round + self._window:
+                raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
+            if sender in self._values[round_index]:
+                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}")
+            await self._journal.received(sender, round_index, value)
+            self._values[round_index][sender] = value
+            self._changed.notify_all()
+
+    async def collect(self, round_index: int, timeout_s: float) -> dict[int, np.ndarray]:
+        """Wait until every neighbour's value for the round arrived or the timeout passed.
+
+        Closes the round: later values for it are refused. Neighbours that did not make it
+        are logged as dropped for this round.
+        """
+        if round_index != self._open_round:
+            raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
+        async with self._changed:
+            complete = lambda: len(self._values[round_index]) == len(self._neighbours)  # noqa: E731
+            try:
+                await asyncio.wait_for(self._changed.wait_for(complete), timeout_s)
+            except TimeoutError:
+                pass
+            values = self._values.pop(round_index)
+            self._open_round = round_index + 1
+            for peer in self._neighbours:
+                if peer not in values:
+                    await self._journal.drop_out(peer, round_index, f"no value within {timeout_s:g} s")
+        return values

@@ -1,0 +1,71 @@
+"""Sending a node's value to its neighbours: bounded retries within a deadline, then log.
+
+Every message is logged as sent once its fate is known (delivered or not, after how many
+attempts), with the full-precision payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from netdp.v1 import peer_pb2
+from node.codec import pack
+from node.journal import Journal
+from node.transport.base import LinkError, PeerLink
+
+RETRY_BACKOFF_S = 0.05
+
+
+class Outbox:
+    """The sending side of one node: one link per neighbour."""
+
+    def __init__(self, links: dict[int, PeerLink], journal: Journal, *, run_id: str, protocol: str,
+                 sender: int, attempts: int) -> None:
+        self._links = links
+        self._journal = journal
+        self._run_id = run_id
+        self._protocol = protocol
+        self._sender = sender
+        self._attempts = attempts
+
+    async def broadcast(self, round_index: int, value: np.ndarray, budget_s: float) -> dict[int, bool]:
+        """Send the round's value to every neighbour concurrently; return who got it."""
+        data, shape = pack(value)
+        envelope = peer_pb2.Envelope(
+            run_id=self._run_id, protocol=self._protocol, sender=self._sender, round=round_index, shape=shape
+        )
+        peers = sorted(self._links)
+        outcomes = await asyncio.gather(*(self._send(peer, envelope, data, value, budget_s) for peer in peers))
+        return dict(zip(peers, outcomes))
+
+    async def _send(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, value: np.ndarray,
+                    budget_s: float) -> bool:
+        deadline = time.monotonic() + budget_s
+        failure = ""
+        attempt = 0
+        delivered = False
+        while attempt < self._attempts:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                failure = failure or "deadline passed before sending"
+                break
+            try:
+                await self._links[peer].send(envelope, data, remaining)
+                delivered = True
+                break
+            except LinkError as exc:
+                # A retry after a lost acknowledgement finds the value already there.
+                if exc.code == "ALREADY_EXISTS" and attempt > 1:
+                    delivered = True
+                    break
+                failure = str(exc)
+                if not exc.retryable:
+                    break
+                await asyncio.sleep(min(RETRY_BACKOFF_S * attempt, max(0.0, deadline - time.monotonic())))
+        await self._journal.sent(peer, envelope.round, value, delivered=delivered, attempts=attempt,
+                                 failure="" if delivered else failure)
+        return delivered

@@ -1,0 +1,74 @@
+"""Validation of every incoming message before anything of it is applied.
+
+Transport-neutral: the gRPC servicer and the in-process transport both hand an envelope,
+the raw payload bytes and the authenticated sender (if the transport knows one) to
+`Receiver.accept`. A refused message is logged as rejected and raises Refusal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netdp.v1 import peer_pb2
+from node.codec import PayloadError, unpack
+from node.inbox import RoundInbox
+from node.journal import Journal
+from node.refusal import Refusal
+from node.topology import Topology
+
+
+class Receiver:
+    """Checks who sent what for which run and round, then hands it to the round inbox."""
+
+    def __init__(self, topology: Topology, node_id: int, journal: Journal) -> None:
+        self._topology = topology
+        self._node_id = node_id
+        self._journal = journal
+        self._neighbours = frozenset(topology.neighbours[node_id])
+        self._shape = (topology.protocol.dimension,)
+        self.inbox = RoundInbox(topology.neighbours[node_id], journal)
+
+    @property
+    def max_payload_bytes(self) -> int:
+        """Exact byte length of a valid payload; anything longer is refused while streaming."""
+        return min(self._topology.network.max_message_bytes, 8 * self._topology.protocol.dimension)
+
+    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> None:
+        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise."""
+        try:
+            sender = self._check_envelope(envelope, authenticated_sender)
+            value = self._decode(envelope, data)
+            await self.inbox.deliver(sender, envelope.round, value)
+        except Refusal as refusal:
+            await self.reject(envelope, refusal)
+            raise
+
+    async def reject(self, envelope: peer_pb2.Envelope, refusal: Refusal) -> None:
+        """Log a refusal (the transport may refuse before `accept`, e.g. an oversized stream)."""
+        await self._journal.rejected(int(envelope.sender), int(envelope.round), refusal.code, refusal.detail)
+
+    def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
+        topology = self._topology
+        if envelope.run_id != topology.run_id:
+            raise Refusal("FAILED_PRECONDITION", f"message for run {envelope.run_id!r}, this is {topology.run_id!r}")
+        if envelope.protocol != topology.protocol.name:
+            raise Refusal("FAILED_PRECONDITION", f"protocol {envelope.protocol!r}, this run is {topology.protocol.name!r}")
+        sender = int(envelope.sender)
+        if sender >= topology.n:
+            raise Refusal("PERMISSION_DENIED", f"unknown sender {sender}")
+        if authenticated_sender is not None and authenticated_sender != sender:
+            raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}")
+        if sender not in self._neighbours:
+            raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}")
+        return sender
+
+    def _decode(self, envelope: peer_pb2.Envelope, data: bytes) -> np.ndarray:
+        if tuple(envelope.shape) != self._shape:
+            raise Refusal("INVALID_ARGUMENT", f"shape {tuple(envelope.shape)}, expected {self._shape}")
+        try:
+            return unpack(data, envelope.shape)
+        except PayloadError as exc:
+            raise Refusal("INVALID_ARGUMENT", str(exc)) from None
+
+    async def collect(self, round_index: int, timeout_s: float) -> dict[int, np.ndarray]:
+        return await self.inbox.collect(round_index, timeout_s)

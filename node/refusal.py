@@ -1,0 +1,27 @@
+"""Why a node refuses an incoming message, in transport-neutral terms.
+
+Codes are gRPC status code names so the gRPC server can map them one to one, while the
+in-process transport and the tests use the same values without importing gRPC.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RefusalCode = Literal[
+    "INVALID_ARGUMENT",  # malformed: shape, length, NaN/Inf, missing envelope
+    "FAILED_PRECONDITION",  # wrong run or protocol, or a round that is already closed
+    "PERMISSION_DENIED",  # unknown sender, not a neighbour, or identity mismatch
+    "OUT_OF_RANGE",  # a round too far in the future
+    "ALREADY_EXISTS",  # a second value from the same sender for the same round
+    "RESOURCE_EXHAUSTED",  # payload larger than the node accepts
+]
+
+
+class Refusal(Exception):
+    """An incoming message was refused; nothing of it was applied."""
+
+    def __init__(self, code: RefusalCode, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail

@@ -1,0 +1,45 @@
+"""Client side: one long-lived gRPC channel per neighbour, messages streamed in chunks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+
+from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.codec import split_chunks
+from node.transport.base import LinkError
+
+KEEPALIVE_OPTIONS = (
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+)
+
+
+class GrpcPeerLink:
+    """A PeerLink over a grpc.aio channel that lives as long as the run."""
+
+    def __init__(self, address: str, *, chunk_bytes: int, credentials: grpc.ChannelCredentials | None = None,
+                 options: Sequence[tuple[str, object]] = ()) -> None:
+        all_options = [*KEEPALIVE_OPTIONS, *options]
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(address, options=all_options)
+        else:
+            self._channel = grpc.aio.secure_channel(address, credentials, options=all_options)
+        self._stub = peer_pb2_grpc.PeerStub(self._channel)
+        self._chunk_bytes = chunk_bytes
+
+    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> None:
+        try:
+            await self._stub.Gossip(self._chunks(envelope, data), timeout=timeout_s, wait_for_ready=True)
+        except grpc.aio.AioRpcError as exc:
+            raise LinkError(exc.code().name, exc.details() or "") from None
+
+    async def _chunks(self, envelope: peer_pb2.Envelope, data: bytes) -> AsyncIterator[peer_pb2.Chunk]:
+        for index, piece in enumerate(split_chunks(data, self._chunk_bytes)):
+            yield peer_pb2.Chunk(envelope=envelope, data=piece) if index == 0 else peer_pb2.Chunk(data=piece)
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,96 @@
+"""The node's gRPC server: the Peer service, the standard health and reflection services.
+
+The servicer reassembles a streamed payload, refusing it as soon as it grows past what a
+valid message can hold, and passes it with the authenticated identity to the Receiver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.receiver import Receiver
+from node.refusal import Refusal
+
+Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
+MAX_CHUNKS_SLACK = 2
+
+
+class PeerServicer(peer_pb2_grpc.PeerServicer):
+    """Turns gRPC calls into Receiver.accept calls and refusals into gRPC statuses."""
+
+    def __init__(self, receiver: Receiver, node_id: int, authenticate: Authenticator | None) -> None:
+        self._receiver = receiver
+        self._node_id = node_id
+        self._authenticate = authenticate
+
+    async def Gossip(self, request_iterator: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
+                     ) -> peer_pb2.Receipt:
+        envelope = peer_pb2.Envelope()
+        try:
+            identity = self._authenticate(context) if self._authenticate else None
+            envelope, data = await self._reassemble(request_iterator)
+            await self._receiver.accept(envelope, data, identity)
+        except Refusal as refusal:
+            await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
+        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
+
+    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk]) -> tuple[peer_pb2.Envelope, bytes]:
+        limit = self._receiver.max_payload_bytes
+        envelope: peer_pb2.Envelope | None = None
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in chunks:
+            if envelope is None:
+                if not chunk.HasField("envelope"):
+                    raise Refusal("INVALID_ARGUMENT", "the first chunk carries no envelope")
+                envelope = chunk.envelope
+            size += len(chunk.data)
+            if size > limit:
+                refusal = Refusal("RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
+                await self._receiver.reject(envelope, refusal)
+                raise refusal
+            parts.append(chunk.data)
+        if envelope is None:
+            raise Refusal("INVALID_ARGUMENT", "empty stream")
+        return envelope, b"".join(parts)
+
+
+async def start_server(receiver: Receiver, node_id: int, address: str, *,
+                       credentials: grpc.ServerCredentials | None,
+                       authenticate: Authenticator | None) -> tuple[grpc.aio.Server, HealthServicer]:
+    """Bind and start the server; health reports SERVING once it listens."""
+    server = grpc.aio.server()
+    peer_pb2_grpc.add_PeerServicer_to_server(PeerServicer(receiver, node_id, authenticate), server)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    service_names = (
+        peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(service_names, server)
+    bind = bind_address(address)
+    port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
+    if port == 0:
+        raise OSError(f"cannot listen on {bind}")
+    await server.start()
+    await health.set("", health_pb2.HealthCheckResponse.SERVING)
+    return server, health
+
+
+def bind_address(address: str) -> str:
+    """Listen on every interface at the published port (the published host may be a service name)."""
+    _, _, port = address.rpartition(":")
+    return f"[::]:{port}"
+
+
+async def stop_server(server: grpc.aio.Server, health: HealthServicer, grace_s: float) -> None:
+    """Graceful shutdown: report NOT_SERVING, let in-flight calls finish, then stop."""
+    await health.enter_graceful_shutdown()
+    await server.stop(grace_s)
