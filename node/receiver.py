@@ -29,23 +29,31 @@ class Receiver:
         self.inbox = RoundInbox(topology.neighbours[node_id], journal)
 
     @property
-    def max_payload_bytes(self) -> int:
-        """Exact byte length of a valid payload; anything longer is refused while streaming."""
+    def payload_bytes(self) -> int:
+        """Byte length of a valid payload; a stream that grows past it is refused while streaming."""
         return min(self._topology.network.max_message_bytes, 8 * self._topology.protocol.dimension)
 
-    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> None:
-        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise."""
+    async def admit(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
+        """Check the envelope alone (before any payload is read); log and raise on refusal."""
         try:
-            sender = self._check_envelope(envelope, authenticated_sender)
-            value = self._decode(envelope, data)
-            await self.inbox.deliver(sender, envelope.round, value)
+            return self._check_envelope(envelope, authenticated_sender)
         except Refusal as refusal:
             await self.reject(envelope, refusal)
             raise
 
-    async def reject(self, envelope: peer_pb2.Envelope, refusal: Refusal) -> None:
-        """Log a refusal (the transport may refuse before `accept`, e.g. an oversized stream)."""
-        await self._journal.rejected(int(envelope.sender), int(envelope.round), refusal.code, refusal.detail)
+    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> None:
+        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise."""
+        sender = await self.admit(envelope, authenticated_sender)
+        try:
+            await self.inbox.deliver(sender, envelope.round, self._decode(envelope, data))
+        except Refusal as refusal:
+            await self.reject(envelope, refusal)
+            raise
+
+    async def reject(self, envelope: peer_pb2.Envelope | None, refusal: Refusal) -> None:
+        """Log a refusal; the transport may refuse before `accept` (no envelope, oversized stream)."""
+        sender, round_index = (-1, 0) if envelope is None else (int(envelope.sender), int(envelope.round))
+        await self._journal.rejected(sender, round_index, refusal.code, refusal.detail)
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology
@@ -60,11 +68,11 @@ class Receiver:
             raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}")
         if sender not in self._neighbours:
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}")
+        if tuple(envelope.shape) != self._shape:
+            raise Refusal("INVALID_ARGUMENT", f"shape {tuple(envelope.shape)}, expected {self._shape}")
         return sender
 
     def _decode(self, envelope: peer_pb2.Envelope, data: bytes) -> np.ndarray:
-        if tuple(envelope.shape) != self._shape:
-            raise Refusal("INVALID_ARGUMENT", f"shape {tuple(envelope.shape)}, expected {self._shape}")
         try:
             return unpack(data, envelope.shape)
         except PayloadError as exc:

@@ -7,6 +7,7 @@ valid message can hold, and passes it with the authenticated identity to the Rec
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -15,10 +16,9 @@ from grpc_reflection.v1alpha import reflection
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.receiver import Receiver
-from node.refusal import Refusal
+from node.refusal import Refusal, RefusalCode
 
 Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
-MAX_CHUNKS_SLACK = 2
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
@@ -34,31 +34,38 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         envelope = peer_pb2.Envelope()
         try:
             identity = self._authenticate(context) if self._authenticate else None
-            envelope, data = await self._reassemble(request_iterator)
+            envelope, data = await self._reassemble(request_iterator, identity)
             await self._receiver.accept(envelope, data, identity)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
         return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
 
-    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk]) -> tuple[peer_pb2.Envelope, bytes]:
-        limit = self._receiver.max_payload_bytes
+    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: int | None
+                          ) -> tuple[peer_pb2.Envelope, bytes]:
+        """Read the stream, checking the envelope first and refusing payloads that grow too large."""
+        limit = self._receiver.payload_bytes
         envelope: peer_pb2.Envelope | None = None
         parts: list[bytes] = []
         size = 0
         async for chunk in chunks:
             if envelope is None:
                 if not chunk.HasField("envelope"):
-                    raise Refusal("INVALID_ARGUMENT", "the first chunk carries no envelope")
+                    await self._refuse(None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
                 envelope = chunk.envelope
+                await self._receiver.admit(envelope, identity)
             size += len(chunk.data)
             if size > limit:
-                refusal = Refusal("RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
-                await self._receiver.reject(envelope, refusal)
-                raise refusal
+                await self._refuse(envelope, "RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
             parts.append(chunk.data)
         if envelope is None:
-            raise Refusal("INVALID_ARGUMENT", "empty stream")
+            await self._refuse(None, "INVALID_ARGUMENT", "empty stream")
         return envelope, b"".join(parts)
+
+    async def _refuse(self, envelope: peer_pb2.Envelope | None, code: RefusalCode, detail: str) -> NoReturn:
+        """Log a refusal found while streaming, then raise it."""
+        refusal = Refusal(code, detail)
+        await self._receiver.reject(envelope, refusal)
+        raise refusal
 
 
 async def start_server(receiver: Receiver, node_id: int, address: str, *,

@@ -1,0 +1,61 @@
+"""Fixtures for tests that start real node processes on loopback."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    """Ports the kernel just handed out on 127.0.0.1 (released again for the nodes to bind)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass(frozen=True)
+class ClusterFiles:
+    topology: Topology
+    topology_path: Path
+    data_dir: Path
+    values: np.ndarray
+    root: Path
+
+
+@pytest.fixture
+def make_cluster_files(tmp_path: Path):
+    """Write a topology with free loopback ports and synthetic data, return their paths."""
+
+    def make(kind: str = "hypercube", n: int = 8, *, sigma: float = 0.0, rounds: int = 40, dimension: int = 4,
+             accelerated: bool = True, round_deadline_s: float = 2.0, startup_deadline_s: float = 30.0,
+             seed: int = 7, name: str = "cluster") -> ClusterFiles:
+        root = tmp_path / name
+        topology = build_topology(
+            generate(kind, n=n),
+            graph_name=kind,
+            run_id=f"test-{name}",
+            protocol=MuffliatoParams(sigma=sigma, sensitivity=1.0, alpha=2.0, rounds=rounds,
+                                     accelerated=accelerated, dimension=dimension),
+            addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(n)],
+            network=NetworkParams(round_deadline_s=round_deadline_s, startup_deadline_s=startup_deadline_s),
+        )
+        save_topology(topology, root / "topology.json")
+        values = synthetic_values(n, dimension, 1.0, seed)
+        write_node_files(values, root / "data")
+        return ClusterFiles(topology, root / "topology.json", root / "data", values, root)
+
+    return make

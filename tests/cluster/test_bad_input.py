@@ -1,0 +1,116 @@
+"""A hostile client against a real node process: every bad message is refused, logged, harmless."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, prepare_rundir
+from coordinator_tools.datasets import node_data_file
+from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.codec import pack
+from node.viewlog import VIEW_LOG_NAME, read_log
+
+pytestmark = pytest.mark.cluster
+
+
+async def wait_until_serving(address: str, timeout_s: float = 30.0) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.1)
+
+
+async def send(address: str, chunks: list[peer_pb2.Chunk]) -> grpc.StatusCode:
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            await peer_pb2_grpc.PeerStub(channel).Gossip(iter(chunks), timeout=5.0)
+            return grpc.StatusCode.OK
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+
+
+def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluster_files):
+    files = make_cluster_files(sigma=0.0, rounds=30, dimension=3, name="hostile")
+    topology = files.topology
+    rundir = files.root / "run"
+    prepare_rundir(files.topology_path, rundir)
+    options = LaunchOptions(sampler="secure")
+    address = topology.address_of(0)
+    neighbour, stranger = topology.neighbours[0][0], 7
+    assert stranger not in topology.neighbours[0]
+    # With σ = 0 a neighbour's round-0 value is its (clipped) input, so the client can send a genuine one.
+    genuine = files.values[neighbour]
+
+    def message(*, run_id=topology.run_id, protocol="muffliato", sender=neighbour, round_index=0,
+                value=genuine, shape=None, extra=b"") -> list[peer_pb2.Chunk]:
+        data, packed_shape = pack(np.asarray(value, dtype=np.float64))
+        envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, round=round_index,
+                                     shape=packed_shape if shape is None else shape)
+        return [peer_pb2.Chunk(envelope=envelope, data=data + extra)]
+
+    cases = [
+        ("wrong run id", message(run_id="someone-else"), grpc.StatusCode.FAILED_PRECONDITION),
+        ("wrong protocol", message(protocol="token-ring"), grpc.StatusCode.FAILED_PRECONDITION),
+        ("unknown sender", message(sender=99), grpc.StatusCode.PERMISSION_DENIED),
+        ("not a neighbour", message(sender=stranger), grpc.StatusCode.PERMISSION_DENIED),
+        ("wrong shape", message(value=np.zeros(5)), grpc.StatusCode.INVALID_ARGUMENT),
+        ("short payload", message(shape=[4]), grpc.StatusCode.INVALID_ARGUMENT),
+        ("NaN", message(value=[np.nan, 0.0, 0.0]), grpc.StatusCode.INVALID_ARGUMENT),
+        ("infinity", message(value=[0.0, np.inf, 0.0]), grpc.StatusCode.INVALID_ARGUMENT),
+        ("far-future round", message(round_index=5), grpc.StatusCode.OUT_OF_RANGE),
+        ("oversized payload", message(extra=bytes(1 << 20)), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        ("no envelope", [peer_pb2.Chunk(data=b"\x00" * 24)], grpc.StatusCode.INVALID_ARGUMENT),
+        ("genuine value", message(), grpc.StatusCode.OK),
+        ("duplicate round", message(value=[0.5, 0.5, 0.5]), grpc.StatusCode.ALREADY_EXISTS),
+    ]
+
+    def start(v: int) -> subprocess.Popen:
+        log_dir = node_log_dir(rundir, v)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen(node_command(rundir, v, node_data_file(files.data_dir, v), options),
+                                stderr=open(log_dir / "stderr.txt", "wb"))
+
+    first = start(0)
+    others: list[subprocess.Popen] = []
+    try:
+        asyncio.run(wait_until_serving(address))
+        statuses = {name: asyncio.run(send(address, chunks)) for name, chunks, _ in cases}
+        assert statuses == {name: expected for name, _, expected in cases}
+        others = [start(v) for v in range(1, topology.n)]
+        exit_codes = [p.wait(timeout=120) for p in [first, *others]]
+    finally:
+        for process in [first, *others]:
+            if process.poll() is None:
+                process.kill()
+    assert exit_codes == [0] * topology.n
+
+    true_mean = files.values.mean(axis=0)
+    for v in range(topology.n):
+        estimate = np.asarray(json.loads((node_log_dir(rundir, v) / "estimate.json").read_text())["value"])
+        assert np.linalg.norm(estimate - true_mean) / np.linalg.norm(true_mean) < 1e-9
+
+    log = read_log(node_log_dir(rundir, 0) / VIEW_LOG_NAME)
+    assert log.damage is None
+    refused = [case for case in cases if case[2] != grpc.StatusCode.OK]
+    rejected = log.of_kind("rejected")
+    assert [r.status_code for r in rejected[: len(refused)]] == [expected.name for _, _, expected in refused]
+    round0_from_neighbour = [r for r in log.of_kind("received") if r.peer == neighbour and r.round == 0]
+    assert len(round0_from_neighbour) == 1
+    assert not [r for r in log.of_kind("received") if r.peer not in topology.neighbours[0]]
