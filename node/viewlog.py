@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,8 @@ class ViewLogWriter:
         _fsync_directory(self.path.parent)
 
     def append(self, record: viewlog_pb2.Record) -> None:
-        """Write one record and make it durable before returning."""
+        """Stamp, write and fsync one record before returning."""
+        record.logged_unix = time.time()
         frame = encode_record(record)
         with self._lock:
             if self._file.closed:

@@ -115,7 +115,8 @@ class NoiseDraw(_message.Message):
     def __init__(self, purpose: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise")
+    __slots__ = ("logged_unix", "header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise")
+    LOGGED_UNIX_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +125,7 @@ class Record(_message.Message):
     FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_INPUT_FIELD_NUMBER: _ClassVar[int]
     NOISE_FIELD_NUMBER: _ClassVar[int]
+    logged_unix: float
     header: RunHeader
     sent: MessageSent
     received: MessageReceived
@@ -132,4 +134,4 @@ class Record(_message.Message):
     final_output: FinalOutput
     private_input: PrivateInput
     noise: NoiseDraw
-    def __init__(self, header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ...) -> None: ...
+    def __init__(self, logged_unix: _Optional[float] = ..., header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,126 @@
+"""Benchmark: median gossip round latency with 16 node processes vs a raw gRPC ping-pong.
+
+Both are measured in one run against the same node processes on loopback: 15 of the 16
+nodes are started first and wait in round 0 for the last one; meanwhile a client measures
+unary health-check round trips to each of them (the raw gRPC floor). Then the last node
+starts, the run completes, and round latencies are read from the view-log timestamps.
+
+Usage: .venv/bin/python bench/bench_gossip.py [--n 16] [--rounds 30] [--dimension 16]
+Writes bench/results/gossip.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, prepare_rundir
+from coordinator_tools.datasets import node_data_file, synthetic_values, write_node_files
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from node.topology import MuffliatoParams, NetworkParams, save_topology
+from node.viewlog import VIEW_LOG_NAME, read_log
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+async def ping_pong_ms(addresses: list[str], pings: int) -> list[float]:
+    """Unary health-check round trips (ms) on one long-lived channel per node, after warm-up."""
+    latencies: list[float] = []
+    for address in addresses:
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            request = health_pb2.HealthCheckRequest(service="")
+            await stub.Check(request, timeout=30, wait_for_ready=True)
+            for _ in range(pings):
+                start = time.perf_counter()
+                await stub.Check(request, timeout=5)
+                latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
+
+
+def round_latencies_ms(rundir: Path, n: int) -> list[float]:
+    """Per node, time between completing consecutive rounds (last sent record of each round)."""
+    latencies: list[float] = []
+    for v in range(n):
+        log = read_log(node_log_dir(rundir, v) / VIEW_LOG_NAME)
+        done: dict[int, float] = {}
+        for record in log.records:
+            if record.WhichOneof("kind") == "sent":
+                done[record.sent.round] = max(done.get(record.sent.round, 0.0), record.logged_unix)
+        rounds = sorted(done)
+        latencies += [(done[b] - done[a]) * 1000 for a, b in zip(rounds[1:], rounds[2:])]
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--dimension", type=int, default=16)
+    parser.add_argument("--pings", type=int, default=200)
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="netdp-bench-"))
+    topology = build_topology(
+        generate("hypercube", n=args.n), graph_name="hypercube", run_id="bench-gossip",
+        protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=args.rounds, dimension=args.dimension),
+        addresses=[f"127.0.0.1:{p}" for p in free_ports(args.n)],
+        network=NetworkParams(round_deadline_s=10.0, startup_deadline_s=120.0),
+    )
+    save_topology(topology, root / "topology.json")
+    write_node_files(synthetic_values(args.n, args.dimension, 1.0, 0), root / "data")
+    rundir = root / "run"
+    prepare_rundir(root / "topology.json", rundir)
+    options = LaunchOptions(sampler="simulation", simulation_seed=0)
+
+    def start(v: int) -> subprocess.Popen:
+        node_log_dir(rundir, v).mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen(node_command(rundir, v, node_data_file(root / "data", v), options),
+                                stderr=subprocess.DEVNULL)
+
+    early = [start(v) for v in range(args.n - 1)]
+    pings = asyncio.run(ping_pong_ms([topology.address_of(v) for v in range(args.n - 1)], args.pings))
+    last = start(args.n - 1)
+    codes = [p.wait(timeout=600) for p in [*early, last]]
+    if any(codes):
+        sys.exit(f"a node failed: exit codes {codes}")
+    rounds = round_latencies_ms(rundir, args.n)
+
+    ping_median = statistics.median(pings)
+    round_median = statistics.median(rounds)
+    result = {
+        "n": args.n, "rounds": args.rounds, "dimension": args.dimension,
+        "degree": len(topology.neighbours[0]),
+        "ping_pong_median_ms": ping_median,
+        "gossip_round_median_ms": round_median,
+        "round_over_ping_ratio": round_median / ping_median,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "gossip.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
