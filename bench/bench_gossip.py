@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, prepare_rundir
+from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import node_data_file, synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
@@ -33,16 +33,6 @@ from node.topology import MuffliatoParams, NetworkParams, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 async def ping_pong_ms(addresses: list[str], pings: int) -> list[float]:
@@ -86,7 +76,7 @@ def main() -> None:
     topology = build_topology(
         generate("hypercube", n=args.n), graph_name="hypercube", run_id="bench-gossip",
         protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=args.rounds, dimension=args.dimension),
-        addresses=[f"127.0.0.1:{p}" for p in free_ports(args.n)],
+        addresses=[f"127.0.0.1:{p}" for p in free_loopback_ports(args.n)],
         network=NetworkParams(round_deadline_s=10.0, startup_deadline_s=120.0),
     )
     save_topology(topology, root / "topology.json")

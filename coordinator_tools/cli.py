@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from node.errors import NetdpError
 
 COMMAND_MODULES = (
-    "coordinator_tools.topology.command",
     "coordinator_tools.cluster.command",
     "coordinator_tools.datasets",
+    "coordinator_tools.cluster.demo",
+    "coordinator_tools.topology.command",
+    "coordinator_tools.certs",
+    "coordinator_tools.compose",
 )
 
 

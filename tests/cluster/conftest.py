@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
-
-
-def free_loopback_ports(count: int) -> list[int]:
-    """Ports the kernel just handed out on 127.0.0.1 (released again for the nodes to bind)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass(frozen=True)
