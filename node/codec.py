@@ -17,7 +17,7 @@ class PayloadError(ValueError):
 
 def pack(value: np.ndarray) -> tuple[bytes, tuple[int, ...]]:
     """Bytes and shape of `value` as little-endian float64 (no per-element Python work)."""
-    array = np.ascontiguousarray(value, dtype=WIRE_DTYPE)
+    array = np.asarray(value, dtype=WIRE_DTYPE, order="C")
     return array.tobytes(), tuple(int(d) for d in array.shape)
 
 

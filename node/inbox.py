@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -46,23 +47,42 @@ class RoundInbox:
             self._values[round_index][sender] = value
             self._changed.notify_all()
 
-    async def collect(self, round_index: int, timeout_s: float) -> dict[int, np.ndarray]:
-        """Wait until every neighbour's value for the round arrived or the timeout passed.
+    async def wake(self) -> None:
+        """Re-evaluate waiting collectors (e.g. a neighbour's liveness just became known)."""
+        async with self._changed:
+            self._changed.notify_all()
 
-        Closes the round: later values for it are refused. Neighbours that did not make it
-        are logged as dropped for this round.
+    async def collect(self, round_index: int, deadline_s: float, *, patience_s: float,
+                      confirmed_alive: Callable[[], Collection[int]]) -> dict[int, np.ndarray]:
+        """Wait for every neighbour's value for the round, then close the round.
+
+        A missing neighbour is dropped once the deadline has passed, unless it acknowledged our
+        own value for this round (it is alive, only slow: perhaps itself waiting for a dead
+        neighbour); those are waited for up to `patience_s`. Without this, one dead node would
+        make its neighbours late and their other neighbours drop them in turn. Later values
+        for a closed round are refused; dropped neighbours are logged.
         """
         if round_index != self._open_round:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         async with self._changed:
-            complete = lambda: len(self._values[round_index]) == len(self._neighbours)  # noqa: E731
-            try:
-                await asyncio.wait_for(self._changed.wait_for(complete), timeout_s)
-            except TimeoutError:
-                pass
+            while True:
+                missing = {peer for peer in self._neighbours if peer not in self._values[round_index]}
+                elapsed = loop.time() - started
+                if not missing or elapsed >= patience_s:
+                    break
+                if elapsed >= deadline_s and not missing & set(confirmed_alive()):
+                    break
+                wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
+                try:
+                    await asyncio.wait_for(self._changed.wait(), wake_after)
+                except TimeoutError:
+                    pass
             values = self._values.pop(round_index)
             self._open_round = round_index + 1
+            waited = loop.time() - started
             for peer in self._neighbours:
                 if peer not in values:
-                    await self._journal.drop_out(peer, round_index, f"no value within {timeout_s:g} s")
+                    await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values

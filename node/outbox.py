@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
@@ -31,18 +32,23 @@ class Outbox:
         self._sender = sender
         self._attempts = attempts
 
-    async def broadcast(self, round_index: int, value: np.ndarray, budget_s: float) -> dict[int, bool]:
-        """Send the round's value to every neighbour concurrently; return who got it."""
+    async def broadcast(self, round_index: int, value: np.ndarray, budget_s: float,
+                        on_delivered: Callable[[int], Awaitable[None]]) -> dict[int, bool]:
+        """Send the round's value to every neighbour concurrently; return who got it.
+
+        `on_delivered(peer)` runs as soon as a peer acknowledged: proof that it is alive.
+        """
         data, shape = pack(value)
         envelope = peer_pb2.Envelope(
             run_id=self._run_id, protocol=self._protocol, sender=self._sender, round=round_index, shape=shape
         )
         peers = sorted(self._links)
-        outcomes = await asyncio.gather(*(self._send(peer, envelope, data, value, budget_s) for peer in peers))
+        outcomes = await asyncio.gather(
+            *(self._send(peer, envelope, data, value, budget_s, on_delivered) for peer in peers))
         return dict(zip(peers, outcomes))
 
     async def _send(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, value: np.ndarray,
-                    budget_s: float) -> bool:
+                    budget_s: float, on_delivered: Callable[[int], Awaitable[None]]) -> bool:
         deadline = time.monotonic() + budget_s
         failure = ""
         attempt = 0
@@ -66,6 +72,8 @@ class Outbox:
                 if not exc.retryable:
                     break
                 await asyncio.sleep(min(RETRY_BACKOFF_S * attempt, max(0.0, deadline - time.monotonic())))
+        if delivered:
+            await on_delivered(peer)
         await self._journal.sent(peer, envelope.round, value, delivered=delivered, attempts=attempt,
                                  failure="" if delivered else failure)
         return delivered

@@ -78,8 +78,15 @@ class Peer:
 
         async def exchange(round_index: int, value: np.ndarray) -> dict[int, np.ndarray]:
             budget = network.startup_deadline_s if round_index == 0 else network.round_deadline_s
-            sending = asyncio.create_task(outbox.broadcast(round_index, value, budget))
-            received = await self.receiver.collect(round_index, budget)
+            alive: set[int] = set()
+
+            async def confirm(peer: int) -> None:
+                alive.add(peer)
+                await self.receiver.inbox.wake()
+
+            sending = asyncio.create_task(outbox.broadcast(round_index, value, budget, confirm))
+            received = await self.receiver.inbox.collect(
+                round_index, budget, patience_s=budget * network.patience_factor, confirmed_alive=lambda: alive)
             await sending
             return received
 

@@ -78,5 +78,3 @@ class Receiver:
         except PayloadError as exc:
             raise Refusal("INVALID_ARGUMENT", str(exc)) from None
 
-    async def collect(self, round_index: int, timeout_s: float) -> dict[int, np.ndarray]:
-        return await self.inbox.collect(round_index, timeout_s)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import grpc
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
@@ -68,20 +69,20 @@ class TlsFiles:
 def load_tls(directory: Path, expected_id: int | None = None) -> TlsFiles:
     """Read and check a node's TLS directory, so a wrong file fails at start-up, not at the handshake.
 
-    Raises ConfigError if a file is missing or unreadable, is not PEM, if the key does not
-    belong to the certificate, if the certificate names no node, or names another node
-    than `expected_id`.
+    Raises ConfigError if a file is missing, unreadable or not PEM, if the certificate is not
+    signed by the CA or the key is not its key, or if it names no node or another node than
+    `expected_id`.
     """
     directory = Path(directory)
     contents = {name: _read(directory / name) for name in (CA_FILE, CERT_FILE, KEY_FILE)}
+    ca = _certificate(directory / CA_FILE, contents[CA_FILE])
+    cert = _certificate(directory / CERT_FILE, contents[CERT_FILE])
     try:
-        x509.load_pem_x509_certificate(contents[CA_FILE])
-    except ValueError:
-        raise ConfigError(f"{directory / CA_FILE}: not a PEM certificate") from None
-    try:
-        cert = x509.load_pem_x509_certificate(contents[CERT_FILE])
-    except ValueError:
-        raise ConfigError(f"{directory / CERT_FILE}: not a PEM certificate") from None
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        raise ConfigError(
+            f"{directory / CERT_FILE}: not signed by the CA in {CA_FILE}; both must come from one `netdp certs` run"
+        ) from None
     try:
         key = serialization.load_pem_private_key(contents[KEY_FILE], password=None)
     except (ValueError, TypeError):
@@ -97,6 +98,13 @@ def load_tls(directory: Path, expected_id: int | None = None) -> TlsFiles:
     if expected_id is not None and node_id != expected_id:
         raise ConfigError(f"{directory / CERT_FILE}: certificate is for node {node_id}, not node {expected_id}")
     return TlsFiles(directory, contents[CA_FILE], contents[CERT_FILE], contents[KEY_FILE], node_id)
+
+
+def _certificate(path: Path, pem: bytes) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError:
+        raise ConfigError(f"{path}: not a PEM certificate") from None
 
 
 def _read(path: Path) -> bytes:

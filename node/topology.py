@@ -77,6 +77,9 @@ class NetworkParams(BaseModel):
 
     round_deadline_s: float = Field(5.0, gt=0.0, description="wait for a round's values before dropping a peer")
     startup_deadline_s: float = Field(60.0, gt=0.0, description="wait for round 0, while peers start")
+    patience_factor: float = Field(
+        5.0, ge=1.0, le=100.0,
+        description="a neighbour that acknowledged our value is waited for up to this many deadlines")
     send_attempts: int = Field(3, ge=1, le=20, description="delivery attempts per message")
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="largest payload a node accepts")
     chunk_bytes: int = Field(1024 * 1024, ge=1024, le=4 * 1024 * 1024 - 4096, description="stream chunk size")

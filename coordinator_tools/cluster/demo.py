@@ -21,7 +21,7 @@ from coordinator_tools.cluster.launch import ClusterResult
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
-from coordinator_tools.topology.build import build_topology, new_run_id
+from coordinator_tools.topology.build import build_topology, gossip_mixing, new_run_id
 from coordinator_tools.topology.generators import generate
 from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
 
@@ -29,16 +29,15 @@ CERT_VALIDITY_DAYS = 7
 
 
 def demo_topology(args: argparse.Namespace) -> Topology:
+    """Topology on free loopback ports, with T = Muffliato's T_stop for the worst-case data spread."""
     graph = generate(args.graph, n=args.n)
-    params = MuffliatoParams(sigma=args.sigma, sensitivity=args.sensitivity, alpha=args.alpha, rounds=1,
+    gap = gossip_mixing(graph, "metropolis").spectral_gap
+    rounds = muffliato_t_stop(graph.number_of_nodes(), gap, args.sigma, worst_case_spread(args.sensitivity))
+    params = MuffliatoParams(sigma=args.sigma, sensitivity=args.sensitivity, alpha=args.alpha, rounds=rounds,
                              dimension=args.dimension)
-    draft = build_topology(graph, graph_name=args.graph, run_id=new_run_id(f"demo-{args.graph}"), protocol=params,
-                           addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(graph.number_of_nodes())],
-                           network=NetworkParams(round_deadline_s=5.0, startup_deadline_s=60.0))
-    rounds = muffliato_t_stop(draft.n, draft.spectral_gap, args.sigma, worst_case_spread(args.sensitivity))
-    return build_topology(graph, graph_name=args.graph, run_id=draft.run_id,
-                          protocol=params.model_copy(update={"rounds": rounds}),
-                          addresses=[node.address for node in draft.nodes], network=draft.network)
+    return build_topology(graph, graph_name=args.graph, run_id=new_run_id(f"demo-{args.graph}"), protocol=params,
+                          addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(graph.number_of_nodes())],
+                          network=NetworkParams(round_deadline_s=5.0, startup_deadline_s=60.0))
 
 
 def print_utility(result: ClusterResult, values: np.ndarray) -> None:
@@ -87,7 +86,9 @@ def _demo_command(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser("demo", help="run a local cluster on embedded defaults and show the result")
     demo.add_argument("--out", type=Path, default=None, help="new folder for everything (default runs/demo-<time>)")
-    demo.add_argument("--graph", default="hypercube", help="graph kind (default hypercube)")
+    demo.add_argument("--graph", default="hypercube", choices=("hypercube", "ring", "complete", "torus", "grid",
+                                                                "exponential", "star"),
+                      help="deterministic graph kind (default hypercube)")
     demo.add_argument("--n", type=int, default=16, help="number of nodes (default 16)")
     demo.add_argument("--dimension", type=int, default=4, help="length of each node's vector (default 4)")
     demo.add_argument("--sigma", type=float, default=0.1, help="noise std each node adds once (default 0.1)")

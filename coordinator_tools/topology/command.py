@@ -1,0 +1,252 @@
+"""`netdp topology generate | import | show`: publish a topology file and inspect one."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import networkx as nx
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
+from coordinator_tools.topology.build import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_HOST,
+    build_topology,
+    gossip_mixing,
+    new_run_id,
+)
+from coordinator_tools.topology.edgelist import read_edge_list
+from coordinator_tools.topology.generators import GENERATORS, generate
+from node.errors import ConfigError
+from node.schema import describe_validation_error
+from node.topology import MuffliatoParams, NetworkParams, Topology, load_topology, save_topology
+
+SEED_BITS = 31
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `netdp topology` and its actions to the CLI."""
+    parser = subparsers.add_parser(
+        "topology",
+        help="make, import and inspect published topologies",
+        description="Make the topology file every node loads: graph, gossip weights, addresses, Muffliato parameters.",
+    )
+    actions = parser.add_subparsers(dest="topology_command", required=True, metavar="ACTION")
+    publishing = _publishing_options()
+
+    generate_parser = actions.add_parser(
+        "generate",
+        parents=[publishing],
+        help="publish a generated graph",
+        description="Generate a graph of kind KIND and publish it as a topology file.",
+        epilog="graph kinds:\n" + "\n".join(f"  {name:<24}{kind.summary}" for name, kind in GENERATORS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    generate_parser.add_argument("kind", metavar="KIND", choices=list(GENERATORS), help="graph kind (listed below)")
+    generate_parser.add_argument("--n", type=int, help="number of nodes (not for the bundled real graphs)")
+    generate_parser.add_argument(
+        "--seed", type=int, help="public seed of a random kind (default: a fresh one, recorded in the file)"
+    )
+    generate_parser.add_argument("--rows", type=int, help="grid/torus: number of rows (with --cols)")
+    generate_parser.add_argument("--cols", type=int, help="grid/torus: number of columns (with --rows)")
+    _add_kind_option(generate_parser, "erdos_renyi", "c", float, "edge probability is c ln(n)/n")
+    _add_kind_option(
+        generate_parser, "random_geometric", "radius", float, "link radius (default sqrt(2 ln(n) / (pi n)))"
+    )
+    _add_kind_option(generate_parser, "stochastic_block_model", "blocks", int, "number of blocks")
+    _add_kind_option(generate_parser, "stochastic_block_model", "p_in", float, "edge probability inside a block")
+    _add_kind_option(generate_parser, "stochastic_block_model", "p_out", float, "edge probability across blocks")
+    generate_parser.set_defaults(handler=_generate)
+
+    import_parser = actions.add_parser(
+        "import",
+        parents=[publishing],
+        help="publish a graph read from an edge list file",
+        description="Publish the graph of an edge list: one 'u v' or 'u v weight' per line, "
+        "nodes 0..n-1, '#' starts a comment.",
+    )
+    import_parser.add_argument("edgelist", metavar="EDGELIST", type=Path, help="edge list file")
+    import_parser.set_defaults(handler=_import)
+
+    show_parser = actions.add_parser("show", help="summarize a topology file", description="Summarize a topology file.")
+    show_parser.add_argument("topology", metavar="TOPOLOGY", type=Path, help="topology file (JSON)")
+    show_parser.set_defaults(handler=_show)
+
+
+def _add_kind_option(parser: argparse.ArgumentParser, kind: str, parameter: str, kind_type: type, text: str) -> None:
+    """--parameter of one generator; the help quotes the generator's own default so the two cannot drift."""
+    default = GENERATORS[kind].parameters[parameter].default
+    suffix = "" if default is None else f" (default {default})"
+    parser.add_argument("--" + parameter.replace("_", "-"), type=kind_type, help=f"{kind}: {text}{suffix}")
+
+
+def _publishing_options() -> argparse.ArgumentParser:
+    """Options shared by `generate` and `import`: output, weights, Muffliato and network parameters."""
+    options = argparse.ArgumentParser(add_help=False)
+    add = options.add_argument
+    add("--out", type=Path, required=True, help="topology file to write (JSON)")
+    add("--run-id", help="run id (default: the graph's name and a random suffix)")
+    add(
+        "--weighting",
+        choices=["metropolis", "min_degree"],
+        help="gossip weights from degrees (default metropolis; not with a weighted edge list)",
+    )
+    add("--sigma", type=float, default=1.0, help="std of the noise each node adds once (default %(default)s)")
+    add(
+        "--sensitivity",
+        type=float,
+        default=1.0,
+        help="l2 sensitivity Delta; inputs are clipped to norm Delta/2 (default %(default)s)",
+    )
+    add("--alpha", type=float, default=2.0, help="Renyi order used in reports (default %(default)s)")
+    add("--rounds", type=int, help="gossip rounds T (default: T_stop of Muffliato Thm 2 for the worst-case spread)")
+    add("--plain", action="store_true", help="plain gossip instead of Chebyshev acceleration")
+    add("--dimension", type=int, default=1, help="length D of every node's vector (default %(default)s)")
+    add("--host", default=DEFAULT_HOST, help="host of every node's address (default %(default)s)")
+    add(
+        "--base-port", type=int, default=DEFAULT_BASE_PORT, help="node i listens on base-port + i (default %(default)s)"
+    )
+    add(
+        "--round-deadline",
+        type=float,
+        default=NetworkParams().round_deadline_s,
+        help="seconds a node waits for a round's values before dropping a neighbour (default %(default)s)",
+    )
+    return options
+
+
+def _generate(args: argparse.Namespace) -> int:
+    seed = args.seed
+    if seed is None and GENERATORS[args.kind].seeded:
+        seed = secrets.randbits(SEED_BITS)
+    with _as_config_errors():
+        graph = generate(
+            args.kind,
+            n=args.n,
+            seed=seed,
+            rows=args.rows,
+            cols=args.cols,
+            c=args.c,
+            radius=args.radius,
+            blocks=args.blocks,
+            p_in=args.p_in,
+            p_out=args.p_out,
+        )
+    return _publish(args, graph, graph_name=args.kind, graph_seed=seed)
+
+
+def _import(args: argparse.Namespace) -> int:
+    edge_list = read_edge_list(args.edgelist)
+    if edge_list.weights is not None and args.weighting is not None:
+        raise ConfigError(f"{args.edgelist} gives explicit weights; drop --weighting")
+    graph_name = f"file:{args.edgelist.name}"
+    return _publish(args, edge_list.graph, graph_name=graph_name, graph_seed=None, explicit_weights=edge_list.weights)
+
+
+def _publish(
+    args: argparse.Namespace,
+    graph: nx.Graph,
+    *,
+    graph_name: str,
+    graph_seed: int | None,
+    explicit_weights: dict[tuple[int, int], float] | None = None,
+) -> int:
+    """Build the topology from the graph and the shared options, write it, and summarize it."""
+    weighting = args.weighting or "metropolis"
+    with _as_config_errors():
+        rounds = args.rounds
+        if rounds is None:
+            gap = gossip_mixing(graph, weighting, explicit_weights).spectral_gap
+            rounds = _worst_case_t_stop(graph.number_of_nodes(), gap, args.sigma, args.sensitivity, not args.plain)
+        protocol = MuffliatoParams(
+            sigma=args.sigma,
+            sensitivity=args.sensitivity,
+            alpha=args.alpha,
+            rounds=rounds,
+            accelerated=not args.plain,
+            dimension=args.dimension,
+        )
+        topology = build_topology(
+            graph,
+            graph_name=graph_name,
+            run_id=args.run_id or new_run_id(graph_name),
+            protocol=protocol,
+            weighting=weighting,
+            graph_seed=graph_seed,
+            host=args.host,
+            base_port=args.base_port,
+            network=NetworkParams(round_deadline_s=args.round_deadline),
+            explicit_weights=explicit_weights,
+        )
+    save_topology(topology, args.out)
+    _print_summary(topology, title=f"wrote {args.out}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    _print_summary(load_topology(args.topology), title=str(args.topology))
+    return 0
+
+
+def _print_summary(topology: Topology, *, title: str) -> None:
+    degrees = [len(peers) for peers in topology.neighbours]
+    protocol = topology.protocol
+    seed = "" if topology.graph_seed is None else f" (seed {topology.graph_seed})"
+    rows: list[tuple[str, object]] = [
+        ("run id", topology.run_id),
+        ("graph", topology.graph + seed),
+        ("nodes", topology.n),
+        ("edges", len(topology.edges)),
+        ("degree min / max", f"{min(degrees)} / {max(degrees)}"),
+        ("weighting", topology.weighting),
+        ("spectral gap", f"{topology.spectral_gap:.6g}"),
+        ("gamma", f"{topology.gamma:.6g}"),
+        ("rounds", protocol.rounds),
+        ("T_stop (worst-case spread)", _theory_rounds(topology)),
+        ("accelerated", protocol.accelerated),
+        ("sigma", protocol.sigma),
+        ("sensitivity", protocol.sensitivity),
+        ("alpha", protocol.alpha),
+        ("dimension", protocol.dimension),
+        ("MSE bound 3 sigma^2 / n", f"{muffliato_mse_bound(topology.n, protocol.sigma):.6g}"),
+        ("round deadline (s)", topology.network.round_deadline_s),
+    ]
+    table = Table(title=title, show_header=False)
+    table.add_column("quantity")
+    table.add_column("value")
+    for name, value in rows:
+        table.add_row(name, str(value))
+    Console(highlight=False).print(table)
+
+
+def _theory_rounds(topology: Topology) -> str:
+    """T_stop for this file's parameters, or why there is none (sigma = 0)."""
+    protocol = topology.protocol
+    if protocol.sigma == 0.0:
+        return "none (sigma = 0)"
+    t_stop = _worst_case_t_stop(
+        topology.n, topology.spectral_gap, protocol.sigma, protocol.sensitivity, protocol.accelerated
+    )
+    return str(t_stop)
+
+
+def _worst_case_t_stop(n: int, gap: float, sigma: float, sensitivity: float, accelerated: bool) -> int:
+    """T_stop for the largest spread inputs clipped to norm sensitivity/2 can have: safe whatever the data."""
+    return muffliato_t_stop(n, gap, sigma, worst_case_spread(sensitivity), accelerated=accelerated)
+
+
+@contextmanager
+def _as_config_errors() -> Iterator[None]:
+    """Report a bad parameter, found by a generator, the schema or the theory, as a one-line ConfigError."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -1,0 +1,244 @@
+"""`netdp certs` and node/security.py: certificate contents, file modes, and real mTLS handshakes.
+
+The handshake tests stand up a throwaway grpc.aio server on loopback with one raw-bytes
+method that answers the caller's `peer_identity`, and count how often it ran: a refused
+peer must be stopped by TLS before any handler runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from coordinator_tools.certs import CA_KEY_FILE, write_cluster_certs
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from node.errors import ConfigError
+from node.security import (
+    channel_credentials,
+    channel_options,
+    load_tls,
+    node_id_from_name,
+    peer_identity,
+    server_credentials,
+)
+from node.topology import MuffliatoParams, Topology
+
+ADDRESSES = ["127.0.0.1:7000", "alpha.example.org:7001", "10.1.2.3:7002"]
+WHO_AM_I = "/netdp.test.Identity/WhoAmI"
+RPC_TIMEOUT_S = 5.0
+
+
+def make_topology(run_id: str) -> Topology:
+    return build_topology(
+        generate("ring", n=3),
+        graph_name="ring",
+        run_id=run_id,
+        protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=3, dimension=2),
+        addresses=ADDRESSES,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("certs") / "cluster"
+    write_cluster_certs(make_topology("cluster-a"), out, days=30)
+    return out
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Certificates with the same node names, signed by another CA."""
+    out = tmp_path_factory.mktemp("certs") / "foreign"
+    write_cluster_certs(make_topology("cluster-b"), out, days=30)
+    return out
+
+
+def certificate(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_layout_modes_and_chain(cluster: Path):
+    ca = certificate(cluster / "ca.pem")
+    assert stat.S_IMODE((cluster / CA_KEY_FILE).stat().st_mode) == 0o600
+    for node_id in range(3):
+        folder = cluster / f"node-{node_id}"
+        assert sorted(p.name for p in folder.iterdir()) == ["ca.pem", "node.key", "node.pem"]
+        assert stat.S_IMODE((folder / "node.key").stat().st_mode) == 0o600
+        assert (folder / "ca.pem").read_bytes() == (cluster / "ca.pem").read_bytes()
+        cert = certificate(folder / "node.pem")
+        cert.verify_directly_issued_by(ca)
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == f"netdp-node-{node_id}"
+        assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+
+
+def test_sans_cover_tls_name_compose_service_topology_host_and_loopback(cluster: Path):
+    def sans(node_id: int) -> tuple[list[str], list[str]]:
+        extension = certificate(cluster / f"node-{node_id}" / "node.pem").extensions
+        names = extension.get_extension_for_class(x509.SubjectAlternativeName).value
+        return names.get_values_for_type(x509.DNSName), [str(ip) for ip in names.get_values_for_type(x509.IPAddress)]
+
+    dns, ips = sans(1)
+    assert dns == ["netdp-node-1", "node-1", "alpha.example.org", "localhost"]
+    assert ips == ["127.0.0.1", "::1"]
+    dns, ips = sans(2)
+    assert dns == ["netdp-node-2", "node-2", "localhost"]
+    assert ips == ["10.1.2.3", "127.0.0.1", "::1"]
+    assert all(ipaddress.ip_address(ip) for ip in ips)
+
+
+def test_refuses_to_replace_an_existing_ca(cluster: Path):
+    with pytest.raises(ConfigError, match="--force"):
+        write_cluster_certs(make_topology("cluster-a"), cluster, days=30)
+
+
+def test_load_tls_reads_the_node_id(cluster: Path):
+    assert load_tls(cluster / "node-2").node_id == 2
+    assert load_tls(cluster / "node-2", expected_id=2).node_id == 2
+
+
+def assemble(folder: Path, ca: Path, cert: Path, key: Path | None) -> Path:
+    """A TLS folder mixed from other folders' files (key None: leave it out)."""
+    folder.mkdir()
+    (folder / "ca.pem").write_bytes(ca.read_bytes())
+    (folder / "node.pem").write_bytes(cert.read_bytes())
+    if key is not None:
+        (folder / "node.key").write_bytes(key.read_bytes())
+    return folder
+
+
+def test_load_tls_errors_name_the_problem(cluster: Path, foreign: Path, tmp_path: Path):
+    node0, node1 = cluster / "node-0", cluster / "node-1"
+    with pytest.raises(ConfigError, match="not node 1"):
+        load_tls(node0, expected_id=1)
+    with pytest.raises(ConfigError, match=r"node\.key: cannot read"):
+        load_tls(assemble(tmp_path / "no-key", node0 / "ca.pem", node0 / "node.pem", None))
+    with pytest.raises(ConfigError, match="does not belong"):
+        load_tls(assemble(tmp_path / "mixed", node0 / "ca.pem", node0 / "node.pem", node1 / "node.key"))
+    with pytest.raises(ConfigError, match="not signed by the CA"):
+        load_tls(assemble(tmp_path / "foreign", node0 / "ca.pem", foreign / "node-0" / "node.pem",
+                          foreign / "node-0" / "node.key"))
+    with pytest.raises(ConfigError, match=r"node\.pem: not a PEM certificate"):
+        load_tls(assemble(tmp_path / "garbage", node0 / "ca.pem", node0 / "node.key", node0 / "node.key"))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("netdp-node-0", 0), ("netdp-node-17", 17), ("netdp-node-017", None), ("netdp-node-", None),
+     ("netdp-node-1x", None), ("node-1", None), ("netdp-node--1", None)],
+)
+def test_node_id_from_name(name: str, expected: int | None):
+    assert node_id_from_name(name) == expected
+
+
+@dataclass
+class IdentityServer:
+    """A loopback grpc.aio server whose one method answers the caller's TLS identity."""
+
+    port: int
+    calls: int = 0
+
+
+@asynccontextmanager
+async def identity_server(credentials: grpc.ServerCredentials | None) -> AsyncIterator[IdentityServer]:
+    server = grpc.aio.server()
+    state = IdentityServer(port=0)
+
+    async def who_am_i(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        state.calls += 1
+        return str(peer_identity(context)).encode()
+
+    service, method = WHO_AM_I.strip("/").split("/")
+    handlers = {method: grpc.unary_unary_rpc_method_handler(who_am_i)}
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
+    if credentials is None:
+        state.port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        state.port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    try:
+        yield state
+    finally:
+        await server.stop(grace=None)
+
+
+@pytest.fixture
+async def tls_server(cluster: Path) -> AsyncIterator[IdentityServer]:
+    async with identity_server(server_credentials(load_tls(cluster / "node-0"))) as served:
+        yield served
+
+
+@pytest.fixture
+async def plain_server() -> AsyncIterator[IdentityServer]:
+    async with identity_server(None) as served:
+        yield served
+
+
+def client_credentials(trusted_ca: Path, identity: Path) -> grpc.ChannelCredentials:
+    """Trust `trusted_ca`, present the certificate in folder `identity` (unchecked, so it may be foreign)."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=trusted_ca.read_bytes(),
+        private_key=(identity / "node.key").read_bytes(),
+        certificate_chain=(identity / "node.pem").read_bytes(),
+    )
+
+
+async def ask(port: int, credentials: grpc.ChannelCredentials | None, expect_peer: int = 0) -> bytes:
+    address = f"127.0.0.1:{port}"
+    if credentials is None:
+        channel = grpc.aio.insecure_channel(address)
+    else:
+        channel = grpc.aio.secure_channel(address, credentials, channel_options(expect_peer))
+    async with channel:
+        return await channel.unary_unary(WHO_AM_I)(b"", timeout=RPC_TIMEOUT_S)
+
+
+async def test_cluster_certificates_authenticate_both_sides(tls_server: IdentityServer, cluster: Path):
+    assert await ask(tls_server.port, channel_credentials(load_tls(cluster / "node-1"))) == b"1"
+    assert await ask(tls_server.port, channel_credentials(load_tls(cluster / "node-2"))) == b"2"
+    assert tls_server.calls == 2
+
+
+async def test_server_refuses_a_client_certificate_of_another_ca(
+    tls_server: IdentityServer, cluster: Path, foreign: Path
+):
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await ask(tls_server.port, client_credentials(cluster / "ca.pem", foreign / "node-1"))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert tls_server.calls == 0
+
+
+async def test_client_refuses_a_server_certificate_of_another_ca(foreign: Path, cluster: Path):
+    async with identity_server(server_credentials(load_tls(foreign / "node-0"))) as impostor:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await ask(impostor.port, channel_credentials(load_tls(cluster / "node-1")))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert impostor.calls == 0
+
+
+async def test_client_refuses_a_server_that_is_not_the_expected_node(tls_server: IdentityServer, cluster: Path):
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await ask(tls_server.port, channel_credentials(load_tls(cluster / "node-1")), expect_peer=2)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert tls_server.calls == 0
+
+
+async def test_plain_text_client_cannot_reach_a_tls_server(tls_server: IdentityServer):
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await ask(tls_server.port, None)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert tls_server.calls == 0
+
+
+async def test_plain_text_peer_has_no_identity(plain_server: IdentityServer):
+    assert await ask(plain_server.port, None) == b"None"

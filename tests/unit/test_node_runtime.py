@@ -1,0 +1,123 @@
+"""The node's transport-neutral runtime, driven through the in-process transport."""
+
+from __future__ import annotations
+
+import asyncio
+import filecmp
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from netdp.v1 import viewlog_pb2
+from node.codec import from_tensor
+from node.inbox import RoundInbox
+from node.journal import Journal
+from node.noise import SecureGaussianSampler, SimulationSampler
+from node.protocols.muffliato import mix
+from node.refusal import Refusal
+from node.topology import MuffliatoParams, NetworkParams
+from node.transport.inprocess import run_inprocess
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
+
+PROTO_DIR = Path(__file__).resolve().parents[2] / "proto"
+
+
+def ring_topology(n: int = 6, *, sigma: float = 0.0, rounds: int = 5, accelerated: bool = True,
+                  round_deadline_s: float = 0.2):
+    return build_topology(
+        generate("ring", n=n), graph_name="ring", run_id="unit",
+        protocol=MuffliatoParams(sigma=sigma, sensitivity=10.0, alpha=2.0, rounds=rounds,
+                                 accelerated=accelerated, dimension=2),
+        network=NetworkParams(round_deadline_s=round_deadline_s, startup_deadline_s=round_deadline_s),
+    )
+
+
+def test_generated_stubs_match_the_proto_files(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generate", PROTO_DIR / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.generate(tmp_path)
+    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.py*"))
+    assert generated, "protoc wrote nothing"
+    for relative in generated:
+        assert filecmp.cmp(tmp_path / relative, PROTO_DIR / relative, shallow=False), f"{relative} is stale"
+
+
+async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundInbox((1, 2), journal)
+    await inbox.deliver(1, 0, np.ones(2))
+    await inbox.deliver(1, 1, np.ones(2))  # one round ahead is fine
+    with pytest.raises(Refusal) as far:
+        await inbox.deliver(2, 2, np.ones(2))
+    assert far.value.code == "OUT_OF_RANGE"
+    with pytest.raises(Refusal) as duplicate:
+        await inbox.deliver(1, 0, np.zeros(2))
+    assert duplicate.value.code == "ALREADY_EXISTS"
+    values = await inbox.collect(0, 0.05, patience_s=0.05, confirmed_alive=set)
+    assert set(values) == {1} and np.array_equal(values[1], np.ones(2))
+    with pytest.raises(Refusal) as closed:
+        await inbox.deliver(2, 0, np.ones(2))
+    assert closed.value.code == "FAILED_PRECONDITION"
+    journal.close()
+    kinds = [r.WhichOneof("kind") for r in read_log(tmp_path / VIEW_LOG_NAME).records]
+    assert kinds == ["header", "received", "received", "drop_out"]
+
+
+def test_mix_moves_a_dropped_neighbours_weight_to_the_self_loop():
+    row = {0: 0.5, 1: 0.25, 2: 0.25}
+    own, from_one = np.array([4.0]), np.array([8.0])
+    assert mix(own, {1: from_one}, row, 0)[0] == pytest.approx(0.75 * 4.0 + 0.25 * 8.0)
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_an_absent_node_is_dropped_every_round_and_the_others_follow_the_realized_weights(tmp_path, accelerated):
+    topology = ring_topology(accelerated=accelerated)
+    values = np.arange(12, dtype=float).reshape(6, 2) / 10
+    outcomes = asyncio.run(run_inprocess(topology, values, tmp_path, lambda v: SimulationSampler(v), absent={2}))
+    assert sorted(outcomes) == [0, 1, 3, 4, 5]
+    # Recompute with numpy: node 2 never sends, its neighbours move its weight to themselves.
+    omega = 1.0
+    if accelerated:
+        from node.mixing import chebyshev_omega
+        omega = chebyshev_omega(topology.spectral_gap)
+    previous, current = None, values.copy()
+    for t in range(topology.protocol.rounds):
+        mixed = np.array([mix(current[v], {w: current[w] for w in topology.neighbours[v] if w != 2},
+                              topology.weight_row(v), v) for v in range(6)])
+        following = mixed if previous is None or not accelerated else (1 - omega) * previous + omega * mixed
+        previous, current = current, following
+    for v, outcome in outcomes.items():
+        np.testing.assert_allclose(outcome.estimate, current[v], rtol=1e-12)
+    for v in (1, 3):
+        drops = read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).of_kind("drop_out")
+        assert sorted(d.round for d in drops) == list(range(topology.protocol.rounds))
+
+
+def test_no_seed_or_private_value_reaches_the_view_log(tmp_path):
+    seed = 918273645
+    topology = ring_topology(sigma=0.5, rounds=2)
+    values = np.full((6, 2), 0.123456789)
+    asyncio.run(run_inprocess(topology, values, tmp_path, lambda v: SimulationSampler(seed + v)))
+    for v in range(6):
+        view = (tmp_path / f"node-{v}" / VIEW_LOG_NAME).read_bytes()
+        private = read_log(tmp_path / f"node-{v}" / PRIVATE_LOG_NAME)
+        noise = from_tensor(private.of_kind("noise")[0].value)
+        assert str(seed + v).encode() not in view
+        assert (seed + v).to_bytes(8, "little") not in view
+        assert values[v].tobytes() not in view and noise.tobytes() not in view
+        assert private.of_kind("private_input") and read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).header.sampler_kind == "simulation"
+
+
+def test_secure_sampler_adds_gaussian_noise_of_the_right_scale():
+    sampler = SecureGaussianSampler()
+    value = np.zeros(20000)
+    noisy = sampler.perturb(value, 2.0)
+    assert abs(noisy.std() - 2.0) < 0.05 and abs(noisy.mean()) < 0.05
+    assert np.array_equal(sampler.perturb(np.arange(3.0), 0.0), np.arange(3.0))
+    assert sampler.effective_sensitivity(1.0, 2.0) >= 1.0
