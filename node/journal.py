@@ -30,7 +30,7 @@ class Journal:
         private.CopyFrom(public)
         private.section = "private"
         self._view = ViewLogWriter(self.log_dir / VIEW_LOG_NAME, public)
-        self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private)
+        self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private, mode=0o600)
 
     async def _append(self, writer: ViewLogWriter, record: viewlog_pb2.Record) -> None:
         await asyncio.to_thread(writer.append, record)

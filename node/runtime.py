@@ -43,7 +43,7 @@ async def run_node(config: NodeConfig) -> PeerOutcome:
     """Run one peer to completion over gRPC."""
     topology = config.topology
     value = load_vector(config.data_path, topology.protocol.dimension)
-    tls = security.load_tls(config.tls_dir) if config.tls_dir else None
+    tls = security.load_tls(config.tls_dir, expected_id=config.node_id) if config.tls_dir else None
     peer = Peer(topology, config.node_id, value, make_sampler(config.sampler, config.simulation_seed), config.log_dir)
     server, health = await start_server(
         peer.receiver,

@@ -93,7 +93,8 @@ def load_tls(directory: Path, expected_id: int | None = None) -> TlsFiles:
     node_id = node_id_from_name(str(common_names[0].value)) if len(common_names) == 1 else None
     if node_id is None:
         raise ConfigError(
-            f"{directory / CERT_FILE}: subject is not CN={NODE_NAME_PREFIX}<id>; make node certificates with `netdp certs`"
+            f"{directory / CERT_FILE}: subject is not CN={NODE_NAME_PREFIX}<id>; "
+            "make node certificates with `netdp certs`"
         )
     if expected_id is not None and node_id != expected_id:
         raise ConfigError(f"{directory / CERT_FILE}: certificate is for node {node_id}, not node {expected_id}")

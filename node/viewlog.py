@@ -73,13 +73,13 @@ def encode_record(record: viewlog_pb2.Record) -> bytes:
 class ViewLogWriter:
     """Append-only, fsync-per-record writer. Safe to call from several threads."""
 
-    def __init__(self, path: Path, header: viewlog_pb2.RunHeader) -> None:
+    def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
             raise FileExistsError(f"{self.path} already exists; a log is never overwritten")
         self._lock = threading.Lock()
-        self._file = open(self.path, "ab", buffering=0)
+        self._file = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode), "ab", buffering=0)
         self._file.write(MAGIC)
         self.append(viewlog_pb2.Record(header=header))
         _fsync_directory(self.path.parent)

@@ -111,7 +111,8 @@ def test_insecure_mode_mounts_no_certificates(topology, data_dir, tmp_path):
 def test_run_folder_has_the_rundir_layout(topology, data_dir, certs_dir, tmp_path):
     out = tmp_path / "out"
     generated(topology, data_dir, out, certs_dir)
-    assert sorted(p.name for p in (out / "run").iterdir()) == sorted(["topology.json", *(f"node-{v}" for v in range(N))])
+    expected = ["topology.json", *(f"node-{v}" for v in range(N))]
+    assert sorted(p.name for p in (out / "run").iterdir()) == sorted(expected)
     assert all(not any((out / "run" / f"node-{v}").iterdir()) for v in range(N))
     rewritten = load_topology(out / "run" / "topology.json")
     assert [node.address for node in rewritten.nodes] == [f"node-{v}:{port}" for v, port in enumerate(PORTS)]
@@ -152,7 +153,8 @@ def command_line(argv: list[str]) -> argparse.Namespace:
 
 def test_cli_requires_a_security_choice(topology, data_dir, tmp_path):
     save_topology(topology, tmp_path / "topology.json")
-    args = command_line(["compose", str(tmp_path / "topology.json"), "--data", str(data_dir), "--out", str(tmp_path / "o")])
+    args = command_line(["compose", str(tmp_path / "topology.json"), "--data", str(data_dir),
+                         "--out", str(tmp_path / "o")])
     with pytest.raises(ConfigError, match="--insecure"):
         args.handler(args)
 

@@ -111,6 +111,7 @@ def test_no_seed_or_private_value_reaches_the_view_log(tmp_path):
         assert str(seed + v).encode() not in view
         assert (seed + v).to_bytes(8, "little") not in view
         assert values[v].tobytes() not in view and noise.tobytes() not in view
+        assert (tmp_path / f"node-{v}" / PRIVATE_LOG_NAME).stat().st_mode & 0o077 == 0
         assert private.of_kind("private_input") and read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).header.sampler_kind == "simulation"
 
 

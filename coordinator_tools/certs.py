@@ -1,0 +1,190 @@
+"""`netdp certs`: a cluster CA and one mutual-TLS certificate per node of a topology.
+
+Layout written under --out (see node/security.py for the identity scheme):
+
+    DIR/ca.pem, DIR/ca.key            the cluster CA; ca.key stays with the operator
+    DIR/node-<id>/ca.pem              what node <id> mounts (read-only) as its --tls-dir
+    DIR/node-<id>/node.pem
+    DIR/node-<id>/node.key            mode 0600
+
+Keys are ECDSA P-256, which every gRPC TLS stack accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from coordinator_tools.compose import service_name
+from node.errors import ConfigError
+from node.security import CA_FILE, CERT_FILE, KEY_FILE, node_name
+from node.topology import Topology, load_topology
+
+CA_KEY_FILE = "ca.key"
+CLOCK_SKEW = dt.timedelta(minutes=5)
+LOOPBACK_NAMES = ("localhost",)
+LOOPBACK_IPS = ("127.0.0.1", "::1")
+UNSPECIFIED_IPS = (ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::"))
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A private key and the certificate for it."""
+
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+
+def make_ca(label: str, days: int) -> Issued:
+    """A self-signed CA that may sign node certificates only (path length 0)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "netdp"),
+        x509.NameAttribute(NameOID.COMMON_NAME, f"netdp cluster CA {label}"),
+    ])
+    certificate = (
+        _builder(name, name, key.public_key(), days)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(signs_certificates=True), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return Issued(key, certificate)
+
+
+def issue_node_certificate(ca: Issued, node_id: int, hosts: list[str], days: int) -> Issued:
+    """A server+client certificate for one node: CN and first SAN `netdp-node-<id>`, then `hosts`."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "netdp"),
+        x509.NameAttribute(NameOID.COMMON_NAME, node_name(node_id)),
+    ])
+    certificate = (
+        _builder(subject, ca.certificate.subject, key.public_key(), days)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(signs_certificates=False), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+        .add_extension(x509.SubjectAlternativeName(_general_names([node_name(node_id), *hosts])), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
+        )
+        .sign(ca.key, hashes.SHA256())
+    )
+    return Issued(key, certificate)
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, days: int
+) -> x509.CertificateBuilder:
+    """Fields every certificate here shares: validity from a little before now, serial, key id."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+def _key_usage(signs_certificates: bool) -> x509.KeyUsage:
+    """ECDSA keys sign: TLS handshakes always, certificates and CRLs only for the CA."""
+    return x509.KeyUsage(
+        digital_signature=True, key_cert_sign=signs_certificates, crl_sign=signs_certificates,
+        content_commitment=False, key_encipherment=False, data_encipherment=False, key_agreement=False,
+        encipher_only=False, decipher_only=False,
+    )
+
+
+def _general_names(hosts: list[str]) -> list[x509.GeneralName]:
+    """DNS or IP entries, each once, in order."""
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def node_hosts(topology: Topology, node_id: int) -> list[str]:
+    """Names a tool may dial node `node_id` by: its compose service, its topology host, loopback."""
+    host = topology.address_of(node_id).rpartition(":")[0].strip("[]")
+    try:
+        listed = [] if ipaddress.ip_address(host) in UNSPECIFIED_IPS else [host]
+    except ValueError:
+        listed = [host]
+    return [service_name(node_id), *listed, *LOOPBACK_NAMES, *LOOPBACK_IPS]
+
+
+def write_cluster_certs(topology: Topology, out: Path, days: int, force: bool = False) -> None:
+    """Make the CA and every node's TLS directory under `out`; refuse to replace a CA unless `force`."""
+    if (out / CA_KEY_FILE).exists() and not force:
+        raise ConfigError(
+            f"{out / CA_KEY_FILE} exists; pass --force to replace this cluster's CA and all node certificates"
+        )
+    ca = make_ca(topology.run_id, days)
+    ca_pem = ca.certificate.public_bytes(serialization.Encoding.PEM)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / CA_FILE, ca_pem, 0o644)
+    _write(out / CA_KEY_FILE, _key_pem(ca.key), 0o600)
+    for node in topology.nodes:
+        issued = issue_node_certificate(ca, node.id, node_hosts(topology, node.id), days)
+        directory = out / service_name(node.id)
+        directory.mkdir(exist_ok=True)
+        _write(directory / CA_FILE, ca_pem, 0o644)
+        _write(directory / CERT_FILE, issued.certificate.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write(directory / KEY_FILE, _key_pem(issued.key), 0o600)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    """Write with `mode` from the start, so a key is never readable by others, even briefly."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), mode)
+        handle.write(data)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.days < 1:
+        raise ConfigError(f"--days must be at least 1, got {args.days}")
+    topology = load_topology(args.topology)
+    write_cluster_certs(topology, args.out, args.days, args.force)
+    print(f"wrote a cluster CA and {topology.n} node certificates to {args.out}")
+    print(f"mount {args.out}/node-<id>/ into node <id> as --tls-dir; keep {args.out / CA_KEY_FILE} private")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "certs",
+        help="make a cluster CA and one mutual-TLS certificate per node",
+        description="Make a cluster CA and, for every node of TOPOLOGY, a certificate naming its id "
+        "(CN netdp-node-<id>) signed by that CA. Nodes accept only peers whose certificate this CA signed.",
+    )
+    parser.add_argument("topology", type=Path, metavar="TOPOLOGY", help="published topology file (JSON)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory: ca.pem, ca.key (keep private) and node-<id>/{ca.pem,node.pem,node.key}")
+    parser.add_argument("--days", type=int, default=365, metavar="N",
+                        help="validity of every certificate in days (default 365)")
+    parser.add_argument("--force", action="store_true", help="replace an existing CA and node certificates in DIR")
+    parser.set_defaults(handler=_run)
