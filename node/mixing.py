@@ -61,4 +61,4 @@ def accelerated_step(previous: ArrayT, mixed: ArrayT, omega: float) -> ArrayT:
     Works on vectors (a node's value) and on matrices (the auditor's coefficient rows)
     alike, so both follow the identical recursion. The first step is plain: x^1 = W x^0.
     """
-    return (1.0 - omega) * previous + omega * mixed
+    return (1 - omega) * previous + omega * mixed

@@ -2,7 +2,7 @@
 
 Generates a topology and synthetic data, issues TLS certificates, runs one node process
 per peer on loopback, compares the estimates with the true mean and Muffliato's Thm 2
-bound, then audits the logs and points at the report page.
+bound, then audits the logs (`netdp audit`) and points at the report page.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
+from coordinator_tools.audit.command import audit_run, print_summary
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, add_launch_arguments, launch_with_progress, options_from_args, \
     report_failures
@@ -80,6 +81,9 @@ def _demo_command(args: argparse.Namespace) -> int:
     report_failures(result)
     print_utility(result, values)
     CONSOLE.print(f"view logs: {result.rundir}/node-<id>/view.log (private inputs and noise: private.log)")
+    CONSOLE.print("auditing the view logs: pairwise privacy loss (paper bound, exact, attack) ...")
+    report = audit_run(result.rundir, out / "audit")
+    print_summary(report, out / "audit" / "index.html", CONSOLE)
     return 0
 
 
@@ -91,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="deterministic graph kind (default hypercube)")
     demo.add_argument("--n", type=int, default=16, help="number of nodes (default 16)")
     demo.add_argument("--dimension", type=int, default=4, help="length of each node's vector (default 4)")
-    demo.add_argument("--sigma", type=float, default=0.1, help="noise std each node adds once (default 0.1)")
+    demo.add_argument("--sigma", type=float, default=0.5, help="noise std each node adds once (default 0.5)")
     demo.add_argument("--sensitivity", type=float, default=1.0, help="l2 sensitivity; inputs clipped to half of it")
     demo.add_argument("--alpha", type=float, default=2.0, help="Renyi order for the audit (default 2)")
     demo.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data")

@@ -1,0 +1,164 @@
+"""The "empirical" column: a distinguishing attack run from the observer's seat.
+
+For a pair (u → v): the other inputs are fixed (the view is linear, so they cancel), u's input
+is 0 under H0 and Δ along the worst direction under H1 (the noise is isotropic, so every unit
+direction is worst and one coordinate suffices). The realized transcript's linear map K (v's
+view on the noise it does not know) is replayed R times per hypothesis with fresh Gaussian
+noise. The score is the likelihood ratio, linear for a Gaussian view: (K⁺ y)_u, v's
+least-squares reconstruction of u's noisy input. The threshold and the test's direction are
+chosen on one half of the runs and counted on the other; Clopper–Pearson bounds (each side at
+97.5%, so both hold together with 95%) give ε_lower = ln((TPR_lower − δ)/FPR_upper) ≥ 0.
+
+This is a simulation, not a node's sampler: a seeded numpy Generator is fine here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import beta
+
+from coordinator_tools.audit.coefficients import float_history
+from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.transcript import Transcript
+from coordinator_tools.audit.views import observer_view
+
+Pair = tuple[int, int]  # (source u, observer v)
+
+CONFIDENCE = 0.95
+CANDIDATE_THRESHOLDS = 256
+# Scores held in memory at once (sources × runs); more sources are replayed in blocks.
+SCORE_BUDGET = 1 << 22
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """The held-out half's verdict for one pair."""
+
+    eps_lower: float
+    tpr_lower: float
+    fpr_upper: float
+    threshold: float
+    mirrored: bool  # True: the test says "x_u" (not "x_u + Δ") when the score is low
+    runs: int  # per hypothesis, both halves
+
+
+def attack_pairs(
+    transcript: Transcript,
+    pairs: Iterable[Pair],
+    *,
+    sigma: float,
+    sensitivity: float,
+    delta: float,
+    runs: int = 20_000,
+    threat_model: ThreatModel = ThreatModel(),
+    rng_seed: int | None = None,
+) -> dict[Pair, AttackResult]:
+    """Attack every (u, v) in `pairs`, `runs` replays per hypothesis each."""
+    if runs < 4:
+        raise ValueError(f"need at least 4 runs per hypothesis, got {runs}")
+    history = float_history(transcript, accelerated=transcript.accelerated)
+    rng = np.random.default_rng(rng_seed)
+    by_observer: dict[int, list[int]] = defaultdict(list)
+    for u, v in pairs:
+        by_observer[v].append(u)
+    results: dict[Pair, AttackResult] = {}
+    for v, sources in by_observer.items():
+        view = observer_view(transcript, v, threat_model)
+        outsiders = set(sources) - set(view.sources())
+        if outsiders:
+            raise ValueError(f"nodes {sorted(outsiders)} are not sources for observer {v}")
+        rows = view.rows(history)
+        reconstruct = np.linalg.pinv(rows) if rows.size else np.zeros((rows.shape[1], 0))
+        block = max(1, SCORE_BUDGET // runs)
+        for start in range(0, len(sources), block):
+            chunk = sources[start : start + block]
+            columns = [view.hidden.index(u) for u in chunk]
+            null, alternative = _replay(rows, reconstruct[columns], columns, sigma, sensitivity, runs, rng)
+            for u, h0, h1 in zip(chunk, null, alternative):
+                results[(u, v)] = _distinguish(h0, h1, delta)
+    return results
+
+
+def attack_pair(transcript: Transcript, source: int, observer: int, **options: object) -> AttackResult:
+    """Attack one pair; options as for `attack_pairs`."""
+    return attack_pairs(transcript, [(source, observer)], **options)[(source, observer)]  # type: ignore[arg-type]
+
+
+def clopper_pearson(successes: np.ndarray, trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided Clopper–Pearson interval at CONFIDENCE for a binomial proportion."""
+    k = np.asarray(successes)
+    tail = (1 - CONFIDENCE) / 2
+    lower = np.where(k == 0, 0.0, beta.ppf(tail, np.maximum(k, 1), trials - k + 1))
+    upper = np.where(k == trials, 1.0, beta.ppf(1 - tail, k + 1, np.maximum(trials - k, 1)))
+    return lower, upper
+
+
+def _replay(
+    rows: np.ndarray,
+    reconstruct: np.ndarray,
+    columns: list[int],
+    sigma: float,
+    sensitivity: float,
+    runs: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores (sources × runs) under H0 and H1, from views replayed with fresh noise."""
+    hidden = rows.shape[1]
+    null = reconstruct @ (rows @ (sigma * rng.standard_normal((hidden, runs))))
+    shift = sensitivity * np.einsum("ij,ji->i", reconstruct, rows[:, columns])
+    alternative = reconstruct @ (rows @ (sigma * rng.standard_normal((hidden, runs)))) + shift[:, None]
+    return null, alternative
+
+
+def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> AttackResult:
+    """Pick threshold and direction on the first half, bound ε on the held-out second half."""
+    half = null.size // 2
+    candidates = np.quantile(np.concatenate([null[:half], alternative[:half]]), np.linspace(0, 1, CANDIDATE_THRESHOLDS))
+    best: tuple[float, float, bool] = (-np.inf, 0.0, False)
+    for mirrored in (False, True):
+        positive, negative, thresholds = _oriented(null[:half], alternative[:half], candidates, mirrored)
+        bound, _, _ = _bound(positive, negative, thresholds, delta)
+        pick = int(np.argmax(bound))
+        if bound[pick] > best[0]:
+            best = (float(bound[pick]), float(candidates[pick]), mirrored)
+    _, threshold, mirrored = best
+    positive, negative, oriented = _oriented(null[half:], alternative[half:], np.array([threshold]), mirrored)
+    bound, tpr_lower, fpr_upper = _bound(positive, negative, oriented, delta)
+    return AttackResult(
+        eps_lower=max(0.0, float(bound[0])),
+        tpr_lower=float(tpr_lower[0]),
+        fpr_upper=float(fpr_upper[0]),
+        threshold=threshold,
+        mirrored=mirrored,
+        runs=null.size,
+    )
+
+
+def _oriented(
+    null: np.ndarray, alternative: np.ndarray, thresholds: np.ndarray, mirrored: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positives, negatives, thresholds) of the test "score > threshold says positive".
+
+    Forward: H1 is positive. Mirrored: H0 is positive when its score is low (scores negated).
+    """
+    if mirrored:
+        return -null, -alternative, -thresholds
+    return alternative, null, thresholds
+
+
+def _bound(
+    positive: np.ndarray, negative: np.ndarray, thresholds: np.ndarray, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ln((TPR_lower − δ)/FPR_upper) per threshold (−∞ where TPR_lower ≤ δ), with the bounds."""
+    true_pos = positive.size - np.searchsorted(np.sort(positive), thresholds, side="right")
+    false_pos = negative.size - np.searchsorted(np.sort(negative), thresholds, side="right")
+    tpr_lower, _ = clopper_pearson(true_pos, positive.size)
+    _, fpr_upper = clopper_pearson(false_pos, negative.size)
+    margin = tpr_lower - delta
+    bound = np.full(thresholds.shape, -np.inf)
+    np.log(margin / fpr_upper, out=bound, where=margin > 0)
+    return bound, tpr_lower, fpr_upper

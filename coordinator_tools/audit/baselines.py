@@ -1,0 +1,39 @@
+"""Local-DP and central-DP baselines at the same noise as the gossip run.
+
+Both are Gaussian mechanisms, so each is one μ, reported as RDP at α and exact ε at δ:
+* local DP: v sees u's noisy input x_u + η_u itself, μ = Δ/σ (the worst any gossip view
+  can be, since ‖Π_v e_u‖ ≤ 1);
+* central DP: a trusted aggregator releases the sum of the n inputs with all n noise draws,
+  total variance nσ², μ = Δ/(σ√n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from coordinator_tools.audit.conversion import gaussian_epsilon, gaussian_rdp, squared_mu
+
+
+@dataclass(frozen=True)
+class BaselineLoss:
+    """One baseline: its Gaussian μ, its RDP at order α, and its ε at δ."""
+
+    mu: float
+    rdp: float
+    eps: float
+
+
+def local_dp(*, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:
+    """u's noisy input seen directly."""
+    return _gaussian(1.0, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+
+
+def central_dp(*, n: int, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:
+    """The sum released once by a trusted aggregator that adds everyone's noise."""
+    return _gaussian(1.0 / n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+
+
+def _gaussian(geometry: float, *, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:
+    mu = math.sqrt(float(squared_mu(geometry, sigma=sigma, sensitivity=sensitivity)))
+    return BaselineLoss(mu=mu, rdp=float(gaussian_rdp(mu, alpha)), eps=float(gaussian_epsilon(mu, delta)))

@@ -1,0 +1,148 @@
+"""The invariants an audit checks on every run, as pass/fail lines for the report.
+
+Between the three loss columns (20-accounting.md): empirical_lower <= exact <= LDP, exact
+equals LDP where v can reconstruct u's noisy input, and no loss grows when sigma grows.
+A pair whose paper bound is below the exact loss is a *finding* ("paper bound
+undercounts"): it is reported with ok=True because it is the closed form's known limit,
+not an auditor bug. The replay's own health (logs intact, views agreeing, payloads
+reproduced) is checked here too, so the report has one list of checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.replay import Finding, Replay, TrajectoryCheck
+
+# Two losses computed along different routes count as equal within this much.
+RTOL = 1e-9
+ATOL = 1e-12
+# Reconstructable pairs reach LDP up to the exact method's own rounding.
+RECONSTRUCTION_RTOL = 1e-6
+SHOWN_PAIRS = 5
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report's checks: what was checked, whether it held, and where not."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def paper_undercounts(losses: PairwiseLosses) -> list[tuple[int, int]]:
+    """Ordered pairs (u, v) whose paper bound is below the exact loss (standard-tolerance end)."""
+    below = losses.paper_rdp < losses.exact_rdp * (1.0 - RTOL) - ATOL
+    return [(int(u), int(v)) for u, v in zip(*np.nonzero(below))]
+
+
+def loss_checks(losses: PairwiseLosses, *, recompute: Callable[[float], PairwiseLosses] | None = None) -> list[Check]:
+    """Every loss invariant that applies; `recompute(sigma)` re-accounts the same run at another sigma."""
+    checks = [exact_below_ldp(losses), reconstructable_is_ldp(losses), undercount_finding(losses)]
+    if losses.empirical_eps_lower is not None:
+        checks.insert(0, empirical_below_exact(losses))
+    if recompute is not None:
+        checks.append(monotone_in_sigma(losses, recompute(2.0 * losses.sigma)))
+    return checks
+
+
+def empirical_below_exact(losses: PairwiseLosses) -> Check:
+    """The attack's 95%-confidence lower bound must not exceed the exact loss's upper end."""
+    empirical = losses.empirical_eps_lower
+    if empirical is None:
+        raise ValueError("the attack did not run: there is no empirical column to check")
+    attacked = int(np.count_nonzero(~np.isnan(empirical)))
+    return _pairwise_check(
+        "empirical lower bound <= exact (eps)", _exceeds(empirical, losses.exact_eps_upper), empirical,
+        losses.exact_eps_upper, passed=f"all {attacked} attacked pairs (each lower bound holds at 95% confidence)",
+    )
+
+
+def exact_below_ldp(losses: PairwiseLosses) -> Check:
+    """No view can reveal more than u's own noisy value does (the local-DP loss)."""
+    ldp = np.full_like(losses.exact_rdp, losses.ldp_rdp)
+    above = _exceeds(losses.exact_rdp, ldp) | _exceeds(losses.exact_eps, np.full_like(ldp, losses.ldp_eps))
+    return _pairwise_check("exact <= LDP", above, losses.exact_rdp, ldp, passed=f"all {_count(losses)} pairs")
+
+
+def reconstructable_is_ldp(losses: PairwiseLosses) -> Check:
+    """Where v can solve for u's noisy input, its loss is exactly the local-DP loss."""
+    ldp = np.full_like(losses.exact_rdp_upper, losses.ldp_rdp)
+    off = losses.reconstructable & ~np.isclose(losses.exact_rdp_upper, ldp, rtol=RECONSTRUCTION_RTOL, atol=ATOL)
+    count = int(np.count_nonzero(losses.reconstructable))
+    return _pairwise_check("exact = LDP where v reconstructs u", off, losses.exact_rdp_upper, ldp,
+                           passed=f"all {count} reconstructable pairs")
+
+
+def monotone_in_sigma(losses: PairwiseLosses, doubled: PairwiseLosses) -> Check:
+    """More noise never leaks more, in any column of any pair."""
+    columns = ("paper_rdp", "paper_eps", "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper")
+    grew = {name: _exceeds(getattr(doubled, name), getattr(losses, name)) for name in columns}
+    worst = max(columns, key=lambda name: int(np.count_nonzero(grew[name])))
+    return _pairwise_check(
+        "losses do not grow with sigma", grew[worst], getattr(doubled, worst), getattr(losses, worst),
+        passed=f"sigma {losses.sigma:g} -> {doubled.sigma:g}: all {_count(losses)} pairs, every column",
+        column=f"{worst} (sigma {losses.sigma:g} -> {doubled.sigma:g})",
+    )
+
+
+def undercount_finding(losses: PairwiseLosses) -> Check:
+    """How many pairs the paper's Theorem 1 sum undercounts: a finding, always ok."""
+    pairs = paper_undercounts(losses)
+    shown = ", ".join(f"{u}->{v}" for u, v in pairs[:SHOWN_PAIRS])
+    detail = f"{len(pairs)} of {_count(losses)} pairs" + (f", e.g. {shown}" if pairs else "")
+    return Check("paper bound undercounts (finding, not a failure)", True, detail)
+
+
+def replay_checks(replay: Replay, trajectories: TrajectoryCheck | None = None) -> list[Check]:
+    """The replay's health: each log usable, logs agreeing, and (with private logs) payloads reproduced."""
+    checks = [
+        _findings_check("view logs readable and bound to this run", replay.node_problems),
+        _findings_check("sent and received records agree across nodes", replay.consistency),
+    ]
+    if trajectories is not None:
+        detail = (f"{trajectories.compared} logged payloads, max relative deviation "
+                  f"{trajectories.max_relative_deviation:.2g}")
+        if trajectories.mismatches:
+            detail += f"; {len(trajectories.mismatches)} not reproduced: {trajectories.mismatches[0].detail}"
+        checks.append(Check("transcript reproduces the logged payloads", trajectories.ok, detail))
+    return checks
+
+
+def _findings_check(name: str, findings: Sequence[Finding]) -> Check:
+    errors = [finding for finding in findings if finding.severity == "error"]
+    warnings = sum(finding.severity == "warning" for finding in findings)
+    if not errors:
+        return Check(name, True, f"no errors (warnings: {warnings}, other notes: {len(findings) - warnings})")
+    kinds = sorted({finding.kind for finding in errors})
+    return Check(name, False, f"{len(errors)} errors ({', '.join(kinds)}); first: {errors[0].detail}")
+
+
+def _exceeds(value: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """value > bound beyond rounding (NaN, i.e. no value, never exceeds)."""
+    return np.asarray(value > bound * (1.0 + RTOL) + ATOL)
+
+
+def _pairwise_check(name: str, failed: np.ndarray, value: np.ndarray, bound: np.ndarray, *, passed: str,
+                    column: str | None = None) -> Check:
+    """A check over pairs: ok when no pair failed, else the count and the worst pair."""
+    count = int(np.count_nonzero(failed))
+    if count == 0:
+        return Check(name, True, passed)
+    gap = np.where(failed, value - bound, -np.inf)
+    u, v = np.unravel_index(int(np.argmax(gap)), gap.shape)
+    where = f" in {column}" if column else ""
+    return Check(name, False, f"{count} pairs fail{where}; worst {u}->{v}: {value[u, v]:.6g} vs {bound[u, v]:.6g}")
+
+
+def _count(losses: PairwiseLosses) -> int:
+    return losses.n * (losses.n - 1)
+

@@ -1,0 +1,217 @@
+"""`netdp audit RUNDIR --out DIR`: replay the logs, account every pair, check, report, draw.
+
+`audit_run` is the whole pipeline as a function (`netdp demo` calls it); `register` adds the
+sub-command, which also prints a short summary and exits 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from coordinator_tools.audit.accountants import account
+from coordinator_tools.audit.checks import loss_checks, replay_checks
+from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.figures import write_figures
+from coordinator_tools.audit.html import PAGE_FILE, write_html
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.replay import Replay, check_trajectories, replay_run
+from coordinator_tools.audit.report import (
+    build_report,
+    format_number,
+    json_number,
+    observer_means,
+    worst_observers,
+    write_report,
+)
+from coordinator_tools.audit.transcript import Transcript, planned_transcript
+from node.errors import ConfigError
+
+DEFAULT_DELTA = 1e-5
+DEFAULT_ATTACK_RUNS = 20_000
+# "auto" attacks every pair up to this many nodes: the attack costs about n^2 * runs * view size.
+AUTO_ATTACK_MAX_N = 32
+SHOWN_OBSERVERS = 10
+AttackPairs = Literal["auto", "all", "none"] | tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How to account a run; None means the topology's published value."""
+
+    alpha: float | None = None
+    delta: float = DEFAULT_DELTA
+    observer_knows_own_noise: bool = True
+    conversion: Conversion = "tight"
+    attack_pairs: AttackPairs = "auto"
+    attack_runs: int = DEFAULT_ATTACK_RUNS
+    attack_seed: int | None = None
+    with_private_logs: bool = False
+
+
+def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions()) -> dict[str, object]:
+    """Audit RUNDIR into out_dir (report.json, pairs.csv, figures, index.html); return the report.
+
+    Raises ConfigError when RUNDIR has no topology and LogFormatError when it has no usable log.
+    """
+    replay = replay_run(rundir, with_private_logs=options.with_private_logs)
+    transcript = replay.transcript
+    accounting = _accounting(replay, options)
+    losses = account(
+        transcript,
+        **accounting,
+        attack_pairs=_resolve_attack_pairs(options.attack_pairs, transcript.n),
+        attack_runs=options.attack_runs,
+        rng_seed=options.attack_seed,
+    )
+    trajectories = check_trajectories(replay) if replay.private is not None else None
+    checks = loss_checks(losses, recompute=lambda sigma: account(transcript, **{**accounting, "sigma": sigma}))
+    checks += replay_checks(replay, trajectories)
+    extra = {
+        "options": {**asdict(options), "sensitivity_published": replay.topology.protocol.sensitivity},
+        "replay": replay.to_json(),
+        "planned_vs_run": _planned_vs_run(transcript, losses, accounting),
+    }
+    report = build_report(losses, transcript, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra)
+    write_report(report, out_dir)
+    write_html(report, out_dir, write_figures(report, out_dir))
+    return report
+
+
+def _accounting(replay: Replay, options: AuditOptions) -> dict[str, object]:
+    """The arguments every account() call of this audit shares (the attack's are added once)."""
+    params = replay.topology.protocol
+    return {
+        "sigma": params.sigma,
+        "sensitivity": replay.effective_sensitivity,
+        "alpha": params.alpha if options.alpha is None else options.alpha,
+        "delta": options.delta,
+        "threat_model": ThreatModel(observer_knows_own_noise=options.observer_knows_own_noise),
+        "conversion": options.conversion,
+    }
+
+
+def _resolve_attack_pairs(choice: AttackPairs, n: int) -> Literal["all"] | list[tuple[int, int]] | None:
+    """account()'s attack_pairs for a user's choice; named pairs must be distinct nodes of the run."""
+    if choice == "auto":
+        choice = "all" if n <= AUTO_ATTACK_MAX_N else "none"
+    if choice == "none":
+        return None
+    if choice == "all":
+        return "all"
+    bad = [(u, v) for u, v in choice if u == v or not (0 <= u < n and 0 <= v < n)]
+    if bad:
+        raise ConfigError(f"--attack-pairs: {bad[0][0]}:{bad[0][1]} is not a pair of distinct nodes in 0..{n - 1}")
+    return list(choice)
+
+
+def _planned_vs_run(
+    transcript: Transcript, losses: PairwiseLosses, accounting: Mapping[str, object]
+) -> dict[str, object]:
+    """How the realized schedule's losses differ from the plan's (drop-outs, early stops)."""
+    planned = planned_transcript(transcript.topology, rounds=transcript.rounds, accelerated=transcript.accelerated)
+    same = planned.used == transcript.used and all(
+        set(plan) == set(run) for plan, run in zip(planned.received, transcript.received)
+    )
+    if same:
+        return {"same_schedule": True}
+    planned_losses = account(planned, **accounting)
+    return {
+        "same_schedule": False,
+        "mean_exact_rdp_per_observer": {
+            "planned": [json_number(x) for x in observer_means(planned_losses.exact_rdp_upper)],
+            "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)],
+        },
+    }
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `netdp audit` to the CLI."""
+    parser = subparsers.add_parser(
+        "audit",
+        help="measure what every node of a finished run leaked to every other",
+        description="Replay the view logs of RUNDIR, check them, account the privacy loss of every ordered pair "
+        "(paper bound, exact loss of the whole view, attack lower bound), check the invariants, and write "
+        "report.json, pairs.csv, figures and index.html into --out.",
+        epilog="Exit status: 0 when every check passes, 1 when one fails, 2 on an unusable RUNDIR.",
+    )
+    parser.add_argument("rundir", metavar="RUNDIR", type=Path, help="run directory written by 'netdp run'")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the report (created if missing)")
+    parser.add_argument("--alpha", type=float, help="Renyi order of the report (default: the topology's)")
+    parser.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                        help=f"delta of the (eps, delta) columns (default {DEFAULT_DELTA:g})")
+    parser.add_argument("--own-noise-unknown", action="store_true",
+                        help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")
+    parser.add_argument("--conversion", choices=("tight", "paper"), default="tight",
+                        help="RDP to (eps, delta): tight, or the paper's eps + ln(1/delta)/(alpha-1)")
+    parser.add_argument("--attack-pairs", type=parse_attack_pairs, default="auto", metavar="auto|all|none|u:v,u:v",
+                        help=f"pairs (source:observer) to attack; auto (default): all when n <= {AUTO_ATTACK_MAX_N}, "
+                        "else none")
+    parser.add_argument("--attack-runs", type=int, default=DEFAULT_ATTACK_RUNS,
+                        help=f"replays of the transcript per hypothesis and pair (default {DEFAULT_ATTACK_RUNS})")
+    parser.add_argument("--attack-seed", type=int, help="seed of the attack's simulated noise (reproducibility)")
+    parser.add_argument("--with-private-logs", action="store_true",
+                        help="test/experiment mode: also read private logs and check that the transcript "
+                        "reproduces every logged payload")
+    parser.set_defaults(handler=_run)
+
+
+def parse_attack_pairs(text: str) -> AttackPairs:
+    """'auto', 'all', 'none' or 'u:v,u:v' (ordered pairs source:observer)."""
+    if text in ("auto", "all", "none"):
+        return text
+    try:
+        pairs = tuple((int(u), int(v)) for u, v in (item.split(":") for item in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, all, none or u:v,u:v, got {text!r}") from None
+    return pairs
+
+
+def print_summary(report: Mapping[str, object], page: Path, console: Console) -> None:
+    """The worst observers' mean losses, the undercount finding and the checks, in a few lines."""
+    summary = report["summary"]
+    means = summary["mean_rdp_per_observer"]
+    shown = worst_observers(report, SHOWN_OBSERVERS)
+    table = Table(title=f"Mean Renyi loss per observer, alpha = {report['alpha']:g} "
+                  f"(worst {len(shown)} of {len(means['exact'])})")
+    for column in ("observer", "exact", "paper (Thm 1)", "local DP", "exact / LDP"):
+        table.add_column(column, justify="right")
+    for v in shown:
+        exact, paper, ldp = means["exact_upper"][v], means["paper"][v], means["ldp"][v]
+        ratio = exact / ldp if isinstance(exact, float) and isinstance(ldp, float) and ldp > 0 else None
+        table.add_row(str(v), *(format_number(x) for x in (exact, paper, ldp, ratio)))
+    console.print(table)
+    if summary["sampler"] and summary["sampler"]["simulation"]:
+        console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
+    for check in report["checks"]:
+        mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
+        console.print(f"{mark} {escape(check['name'])}: {escape(check['detail'])}", highlight=False)
+    console.print(f"report: {page}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = AuditOptions(
+        alpha=args.alpha,
+        delta=args.delta,
+        observer_knows_own_noise=not args.own_noise_unknown,
+        conversion=args.conversion,
+        attack_pairs=args.attack_pairs,
+        attack_runs=args.attack_runs,
+        attack_seed=args.attack_seed,
+        with_private_logs=args.with_private_logs,
+    )
+    console = Console()
+    with console.status(f"auditing {args.rundir}"):
+        report = audit_run(args.rundir, args.out, options)
+    print_summary(report, Path(args.out) / PAGE_FILE, console)
+    return 0 if all(check["ok"] for check in report["checks"]) else 1

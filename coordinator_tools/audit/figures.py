@@ -1,0 +1,148 @@
+"""The report's figures, drawn from the report document alone (so a saved report.json redraws them).
+
+* loss vs hop distance: mean with min-max bars per distance, paper vs exact (vs empirical)
+  against the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a);
+* the pair heatmap of the exact loss, source u by observer v;
+* each observer's mean loss (1/n) sum_u against the LDP and central baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+from coordinator_tools.audit.report import flat_pair  # noqa: E402
+
+FIGURES = {
+    "loss_vs_hops": "loss_vs_hops.png",
+    "pair_heatmap": "pair_heatmap.png",
+    "node_means": "node_means.png",
+}
+DPI = 120
+# Series drawn per hop distance: (column, label, colour); offsets keep error bars apart.
+RDP_SERIES = (("paper_rdp", "paper (Thm 1)", "tab:orange"), ("exact_rdp_upper", "exact", "tab:blue"))
+EPS_SERIES = (
+    ("paper_eps", "paper (Thm 1)", "tab:orange"),
+    ("exact_eps_upper", "exact", "tab:blue"),
+    ("empirical_eps_lower", "empirical (attack, lower bound)", "tab:green"),
+)
+OFFSET = 0.08
+
+
+def write_figures(report: Mapping[str, object], out_dir: Path) -> dict[str, Path]:
+    """Draw every figure into out_dir; return {figure name: path}."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    columns = _pair_columns(report)
+    drawers = {"loss_vs_hops": _loss_vs_hops, "pair_heatmap": _pair_heatmap, "node_means": _node_means}
+    paths = {}
+    for name, draw in drawers.items():
+        figure = draw(report, columns)
+        paths[name] = out_dir / FIGURES[name]
+        figure.savefig(paths[name], dpi=DPI, bbox_inches="tight")
+        plt.close(figure)
+    return paths
+
+
+def _pair_columns(report: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Every CSV column of the pairs as a float array (null -> NaN, 'inf' -> inf, '' -> NaN)."""
+    rows = [flat_pair(pair) for pair in report["pairs"]]
+    return {column: np.array([_float(row[column]) for row in rows]) for column in rows[0]}
+
+
+def _float(value: object) -> float:
+    return float("nan") if value in ("", None) else float(value)
+
+
+def _baselines(report: Mapping[str, object], unit: str) -> dict[str, float]:
+    baselines = report["baselines"]
+    return {name: _float(baselines[name][unit]) for name in ("ldp", "central")}
+
+
+def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
+    figure, (rdp_axis, eps_axis) = plt.subplots(1, 2, figsize=(12, 4.5))
+    hops = columns["hop_distance"]
+    distances = np.unique(hops[np.isfinite(hops)])
+    panels = (
+        (rdp_axis, RDP_SERIES, "rdp", f"Renyi DP at order alpha = {report['alpha']:g}"),
+        (eps_axis, EPS_SERIES, "eps", f"epsilon at delta = {report['delta']:g}"),
+    )
+    for axis, series, unit, ylabel in panels:
+        drawn = [item for item in series if np.isfinite(columns[item[0]]).any()]
+        for index, (column, label, colour) in enumerate(drawn):
+            _draw_by_distance(axis, hops, distances, columns[column], label, colour,
+                              OFFSET * (index - (len(drawn) - 1) / 2))
+        baselines = _baselines(report, unit)
+        axis.axhline(baselines["ldp"], color="tab:red", linestyle="--", label="local DP (same noise)")
+        axis.axhline(baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
+        axis.set_yscale("log")
+        axis.set_xticks(distances)
+        axis.set_xlabel("hop distance between source u and observer v")
+        axis.set_ylabel(ylabel)
+        axis.grid(True, which="major", alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"Privacy loss u -> v by hop distance (mean, min-max over pairs), run {report['run']['run_id']}")
+    return figure
+
+
+def _draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, values: np.ndarray, label: str,
+                      colour: str, offset: float) -> None:
+    """Mean per distance with a bar from the smallest to the largest pair at that distance."""
+    stats = []
+    for distance in distances:
+        at = values[(hops == distance) & np.isfinite(values) & (values > 0)]
+        if at.size:
+            stats.append((distance + offset, at.mean(), at.min(), at.max()))
+    if not stats:
+        return
+    x, mean, low, high = (np.array(column) for column in zip(*stats))
+    spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
+    axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+
+
+def _pair_heatmap(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
+    n = int(report["run"]["n"])
+    matrix = np.full((n, n), np.nan)
+    matrix[columns["source"].astype(int), columns["observer"].astype(int)] = columns["exact_rdp_upper"]
+    positive = matrix[np.isfinite(matrix) & (matrix > 0)]
+    figure, axis = plt.subplots(figsize=(6.5, 5.5))
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
+    image = axis.imshow(np.where(matrix > 0, matrix, np.nan), norm=norm, cmap="viridis", interpolation="nearest")
+    figure.colorbar(image, ax=axis, label=f"exact Renyi DP at alpha = {report['alpha']:g}")
+    if n <= 24:
+        axis.set_xticks(range(n))
+        axis.set_yticks(range(n))
+    axis.set_xlabel("observer v")
+    axis.set_ylabel("source u")
+    axis.set_title("Exact loss of every pair u -> v")
+    return figure
+
+
+def _node_means(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
+    means = report["summary"]["mean_rdp_per_observer"]
+    observers = np.arange(len(means["exact_upper"]))
+    baselines = _baselines(report, "rdp")
+    figure, axis = plt.subplots(figsize=(max(6.0, min(14.0, 0.35 * observers.size)), 4.2))
+    exact = np.array([_float(x) for x in means["exact_upper"]])
+    axis.bar(observers, np.where(np.isfinite(exact), exact, np.nan), color="tab:blue", label="exact")
+    for v in observers[np.isinf(exact)]:  # an infinite loss has no bar: say so where it would be
+        axis.annotate("inf", (v, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top", color="tab:red")
+    axis.plot(observers, [_float(x) for x in means["paper"]], "D", color="tab:orange", label="paper (Thm 1)")
+    axis.plot(observers, [_float(x) for x in means["ldp"]], "_", color="tab:red", markersize=14, mew=2,
+              label="local DP (same noise)")
+    axis.axhline(baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
+    axis.set_yscale("log")
+    axis.set_xlabel("observer v")
+    axis.set_ylabel(f"mean Renyi DP (1/n) sum_u, alpha = {report['alpha']:g}")
+    axis.set_title("What each node learns on average about the others")
+    axis.legend(fontsize=8)
+    axis.grid(True, axis="y", alpha=0.3)
+    return figure

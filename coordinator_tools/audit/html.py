@@ -1,0 +1,151 @@
+"""One static page (index.html) that bundles an audit: summary, checks, threat model, figures.
+
+Plain HTML with inline CSS and relative links, so the output folder can be zipped, mailed or
+served as is. Everything shown comes from the report document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from pathlib import Path
+
+from coordinator_tools.audit.report import PAIRS_FILE, REPORT_FILE, format_number, worst_observers
+
+PAGE_FILE = "index.html"
+SHOWN_OBSERVERS = 20
+SHOWN_FINDINGS = 50
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+.ok { color: #176b1c; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
+.banner { background: #fff4d6; border: 1px solid #e0b84a; padding: 0.6em 1em; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+"""
+FIGURE_CAPTIONS = {
+    "loss_vs_hops": "Loss against hop distance: mean with min-max bars over pairs, against the baselines.",
+    "pair_heatmap": "Exact loss of every pair (source u by observer v).",
+    "node_means": "Each observer's mean loss (1/n) sum over u, against the baselines.",
+}
+
+
+def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str, Path]) -> Path:
+    """Write out_dir/index.html; figures are linked relative to out_dir."""
+    out_dir = Path(out_dir)
+    run = report["run"]
+    sections = [
+        f"<h1>Privacy audit of run {escape(str(run['run_id']))}</h1>",
+        _sampler_banner(report),
+        _run_table(report),
+        "<h2>Checks</h2>",
+        _checks_table(report["checks"]),
+        _replay_section(report),
+        "<h2>Summary</h2>",
+        _summary_table(report),
+        "<h2>Figures</h2>",
+        *(_figure(name, path, out_dir) for name, path in figures.items()),
+        "<h2>Threat model</h2>",
+        _key_value_table(report["threat_model"]),
+        "<h2>Data</h2>",
+        f'<p><a href="{PAIRS_FILE}">{PAIRS_FILE}</a> (one row per ordered pair) and '
+        f'<a href="{REPORT_FILE}">{REPORT_FILE}</a> (everything, schema in SCHEMA.md).</p>',
+    ]
+    page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>netdp audit "
+            f"{escape(str(run['run_id']))}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(section for section in sections if section) + "\n</body></html>\n")
+    path = out_dir / PAGE_FILE
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _sampler_banner(report: Mapping[str, object]) -> str:
+    sampler = report["summary"]["sampler"]
+    if sampler is None:
+        return '<p class="banner">A plan: no node has run; the numbers are for the planned schedule.</p>'
+    if sampler["simulation"]:
+        return f'<p class="banner"><b>Simulation sampler:</b> {escape(sampler["note"])}.</p>'
+    return ""
+
+
+def _run_table(report: Mapping[str, object]) -> str:
+    run = report["run"]
+    rows = {
+        "graph": run["graph"],
+        "nodes": run["n"],
+        "rounds (accelerated)" if run["accelerated"] else "rounds": run["rounds"],
+        "messages used / planned": f"{run['messages_used']} / {run['messages_planned']}",
+        "noise sigma, sensitivity": f"{report['sigma']:g}, {report['sensitivity']:g}",
+        "Renyi order alpha, delta": f"{report['alpha']:g}, {report['delta']:g}",
+        "exact method": report["summary"]["exact_method"],
+        "topology digest": run["topology_digest"],
+    }
+    return _key_value_table(rows)
+
+
+def _checks_table(checks: Sequence[Mapping[str, object]]) -> str:
+    rows = [
+        (f'<span class="{"ok" if check["ok"] else "fail"}">{"pass" if check["ok"] else "FAIL"}</span>',
+         escape(str(check["name"])), escape(str(check["detail"])))
+        for check in checks
+    ]
+    return _table(("", "check", "detail"), rows) if rows else "<p>No checks were run.</p>"
+
+
+def _replay_section(report: Mapping[str, object]) -> str:
+    """What the replay noticed about the logs (audits only; a plan has no logs)."""
+    replay = report.get("replay")
+    if replay is None:
+        return ""
+    findings = [*replay["node_problems"], *replay["consistency"]]
+    if not findings:
+        return "<h2>Logs</h2>\n<p>Every view log is intact and agrees with the others.</p>"
+    rows = [(escape(f["severity"]), escape(f["kind"]), escape(str(f["node"])), escape(f["detail"]))
+            for f in findings[:SHOWN_FINDINGS]]
+    more = len(findings) - len(rows)
+    note = f"<p>{more} more findings in {REPORT_FILE}.</p>" if more else ""
+    return f"<h2>Logs</h2>\n{_table(('severity', 'kind', 'node', 'detail'), rows)}{note}"
+
+
+def _summary_table(report: Mapping[str, object]) -> str:
+    """Worst observers first: mean loss per observer in each column, then the baselines."""
+    summary = report["summary"]
+    means = summary["mean_rdp_per_observer"]
+    shown = worst_observers(report, SHOWN_OBSERVERS)
+    rows = [
+        (str(v), *(_number(means[column][v]) for column in ("exact", "exact_upper", "paper", "ldp")))
+        for v in shown
+    ]
+    hidden = len(means["exact"]) - len(shown)
+    undercounts = summary["paper_undercounts"]
+    return "\n".join([
+        f"<p>Mean Renyi loss (1/n) sum over sources u, at alpha = {report['alpha']:g}; "
+        f"worst {len(rows)} observers shown{f', {hidden} more in {REPORT_FILE}' if hidden else ''}.</p>",
+        _table(("observer v", "exact", "exact (upper end)", "paper (Thm 1)", "local DP"), rows),
+        f"<p>Baselines at the same noise: local DP {_number(report['baselines']['ldp']['rdp'])}, "
+        f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
+        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {len(report['pairs'])} pairs "
+        "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
+    ])
+
+
+def _figure(name: str, path: Path, out_dir: Path) -> str:
+    source = escape(Path(path).relative_to(out_dir).as_posix())
+    caption = escape(FIGURE_CAPTIONS.get(name, name))
+    return f'<figure><img src="{source}" alt="{caption}"><figcaption>{caption}</figcaption></figure>'
+
+
+def _key_value_table(rows: Mapping[str, object]) -> str:
+    return _table(None, [(escape(str(key)), escape(str(value))) for key, value in rows.items()])
+
+
+def _table(columns: Sequence[str] | None, rows: Iterable[Sequence[str]]) -> str:
+    """An HTML table from already-escaped cells; no header row when columns is None."""
+    head = "" if columns is None else "<tr>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table>{head}{body}</table>"
+
+
+def _number(value: object) -> str:
+    return escape(format_number(value))
