@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "coordinator_tools.certs",
     "coordinator_tools.compose",
     "coordinator_tools.audit.command",
+    "coordinator_tools.audit.plan_command",
 )
 
 

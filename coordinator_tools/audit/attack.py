@@ -29,6 +29,7 @@ from coordinator_tools.audit.views import observer_view
 Pair = tuple[int, int]  # (source u, observer v)
 
 CONFIDENCE = 0.95
+DEFAULT_RUNS = 20_000
 CANDIDATE_THRESHOLDS = 256
 # Scores held in memory at once (sources × runs); more sources are replayed in blocks.
 SCORE_BUDGET = 1 << 22
@@ -53,7 +54,7 @@ def attack_pairs(
     sigma: float,
     sensitivity: float,
     delta: float,
-    runs: int = 20_000,
+    runs: int = DEFAULT_RUNS,
     threat_model: ThreatModel = ThreatModel(),
     rng_seed: int | None = None,
 ) -> dict[Pair, AttackResult]:
@@ -71,21 +72,37 @@ def attack_pairs(
         outsiders = set(sources) - set(view.sources())
         if outsiders:
             raise ValueError(f"nodes {sorted(outsiders)} are not sources for observer {v}")
+        column = {k: i for i, k in enumerate(view.hidden)}
         rows = view.rows(history)
         reconstruct = np.linalg.pinv(rows) if rows.size else np.zeros((rows.shape[1], 0))
         block = max(1, SCORE_BUDGET // runs)
         for start in range(0, len(sources), block):
             chunk = sources[start : start + block]
-            columns = [view.hidden.index(u) for u in chunk]
+            columns = [column[u] for u in chunk]
             null, alternative = _replay(rows, reconstruct[columns], columns, sigma, sensitivity, runs, rng)
             for u, h0, h1 in zip(chunk, null, alternative):
                 results[(u, v)] = _distinguish(h0, h1, delta)
     return results
 
 
-def attack_pair(transcript: Transcript, source: int, observer: int, **options: object) -> AttackResult:
-    """Attack one pair; options as for `attack_pairs`."""
-    return attack_pairs(transcript, [(source, observer)], **options)[(source, observer)]  # type: ignore[arg-type]
+def attack_pair(
+    transcript: Transcript,
+    source: int,
+    observer: int,
+    *,
+    sigma: float,
+    sensitivity: float,
+    delta: float,
+    runs: int = DEFAULT_RUNS,
+    threat_model: ThreatModel = ThreatModel(),
+    rng_seed: int | None = None,
+) -> AttackResult:
+    """Attack the one pair (source → observer)."""
+    results = attack_pairs(
+        transcript, [(source, observer)], sigma=sigma, sensitivity=sensitivity, delta=delta, runs=runs,
+        threat_model=threat_model, rng_seed=rng_seed,
+    )  # fmt: skip
+    return results[(source, observer)]
 
 
 def clopper_pearson(successes: np.ndarray, trials: int) -> tuple[np.ndarray, np.ndarray]:

@@ -63,7 +63,9 @@ def float_rounds(transcript: Transcript, *, accelerated: bool) -> Iterator[np.nd
         yield current
         if t + 1 < transcript.rounds:
             mixed = _float_matrix(transcript, t) @ current
-            previous, current = current, _next_rows(t, previous, mixed, accelerated, transcript.omega)
+            following = _next_rows(t, previous, mixed, accelerated, transcript.omega)
+            previous = current if accelerated else following  # plain rows need no history: save n² floats
+            current = following
 
 
 def float_history(transcript: Transcript, *, accelerated: bool) -> np.ndarray:
@@ -89,7 +91,7 @@ def rational_history(transcript: Transcript, *, accelerated: bool) -> list[fmpq_
     return history
 
 
-def exact_edge_weight(topology: Topology, u: int, v: int) -> Fraction:
+def _exact_edge_weight(topology: Topology, u: int, v: int) -> Fraction:
     """W_uv as the exact rational the topology's weighting defines, matching its float."""
     published = topology.edge_weights[(u, v)]
     rule = EXACT_RULES.get(topology.weighting)
@@ -127,7 +129,7 @@ def _rational_matrix(transcript: Transcript, t: int) -> fmpq_mat:
     for v in range(n):
         if t < transcript.completed_rounds(v):
             peers = [w for w in transcript.realized_row(v, t) if w != v]
-            weights = {w: exact_edge_weight(topology, v, w) for w in peers}
+            weights = {w: _exact_edge_weight(topology, v, w) for w in peers}
             weights[v] = 1 - sum(weights.values(), Fraction(0))
             for w, weight in weights.items():
                 matrix[v, w] = fmpq(weight.numerator, weight.denominator)

@@ -56,11 +56,8 @@ def gaussian_rdp(mu: ArrayLike, alpha: ArrayLike) -> np.ndarray:
 
 def gaussian_delta(mu: ArrayLike, epsilon: ArrayLike) -> np.ndarray:
     """The exact δ(ε) of a μ-Gaussian mechanism, for finite μ > 0 and finite ε."""
-    mu = np.asarray(mu, dtype=float)
-    epsilon = np.asarray(epsilon, dtype=float)
-    upper = -epsilon / mu + mu / 2
-    lower = -epsilon / mu - mu / 2
-    return ndtr(upper) - np.exp(epsilon + log_ndtr(lower))
+    delta, _ = _profile(np.asarray(mu, dtype=float), np.asarray(epsilon, dtype=float))
+    return delta
 
 
 def gaussian_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
@@ -79,22 +76,20 @@ def gaussian_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
     eps = np.zeros_like(m)
     lo = np.zeros_like(m)
     hi = m**2 / 2 + m * np.sqrt(2 * np.log(1 / delta))  # the RDP conversion: never below ε
-    active = gaussian_delta(m, eps) > delta
+    active = np.flatnonzero(_profile(m, eps)[0] > delta)
     for _ in range(MAX_ITERATIONS):
-        if not active.any():
+        if active.size == 0:
             break
-        e, mm = eps[active], m[active]
-        excess = gaussian_delta(mm, e) - delta
-        lo[active] = np.where(excess > 0, e, lo[active])
-        hi[active] = np.where(excess <= 0, e, hi[active])
-        slope = np.exp(e + log_ndtr(-e / mm - mm / 2))  # −dδ/dε
-        with np.errstate(divide="ignore", over="ignore"):
+        e = eps[active]
+        profile, slope = _profile(m[active], e)
+        excess = profile - delta
+        low = np.where(excess > 0, e, lo[active])
+        high = np.where(excess <= 0, e, hi[active])
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             step = e + excess / slope
-        inside = (step > lo[active]) & (step < hi[active])
-        following = np.where(inside, step, (lo[active] + hi[active]) / 2)
-        eps[active] = following
-        done = np.abs(following - e) <= EPSILON_RTOL * np.maximum(following, 1e-300)
-        active[np.flatnonzero(active)[done]] = False
+        following = np.where((step > low) & (step < high), step, (low + high) / 2)
+        eps[active], lo[active], hi[active] = following, low, high
+        active = active[np.abs(following - e) > EPSILON_RTOL * following]
     result[solve] = eps
     return result
 
@@ -112,10 +107,12 @@ def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: float) -> np.ndarra
     if np.any(orders < 1):
         raise ValueError("Renyi orders must be at least 1")
     with np.errstate(invalid="ignore", divide="ignore"):
-        bound = rdp + np.log1p(-1 / orders) - np.log(delta * orders) / (orders - 1)
-        bound = np.where(orders > MIN_TIGHT_ORDER, bound, np.inf)
-        bound = np.where(delta**2 + np.expm1(-rdp) > 0, 0.0, bound)
-    bound = np.where(np.isnan(rdp), np.nan, bound)
+        offset = np.log1p(-1 / orders) - np.log(delta * orders) / (orders - 1)
+    offset = np.where(orders > MIN_TIGHT_ORDER, offset, np.inf)
+    bound = rdp + offset
+    # the library's KL case, δ² + expm1(−rdp) > 0, as one comparison with a threshold
+    bound[rdp < -np.log1p(-(delta**2))] = 0.0
+    bound[np.isnan(rdp)] = np.nan
     return np.maximum(0.0, np.min(bound, axis=-1))
 
 
@@ -142,6 +139,12 @@ def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversio
         block = flat[start : start + BLOCK_PAIRS]
         eps[start : start + BLOCK_PAIRS] = rdp_to_epsilon(ORDERS, gaussian_rdp(block[:, None], ORDERS), delta)
     return eps.reshape(mu.shape)
+
+
+def _profile(mu: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(δ(ε), −dδ/dε) of a μ-Gaussian: Φ(−ε/μ + μ/2) − t with t = e^ε Φ(−ε/μ − μ/2) (log space)."""
+    tail = np.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2))
+    return ndtr(-epsilon / mu + mu / 2) - tail, tail
 
 
 def _check_delta(delta: float) -> None:

@@ -9,10 +9,10 @@ against noise of covariance σ² K Kᵀ, so the view is exactly a Gaussian mecha
 and ε(α) = α μ²/2. The geometry p = ‖Π_v e_u‖² ∈ [0, 1] does not depend on σ; it is computed
 once and scaled (calibration reuses it). p = 1 means v can solve for u's noisy input exactly.
 
-Numerics never understate: small graphs use exact rational arithmetic (the rows converge to
-11ᵀ/n, so a float rank cut-off can silently drop real directions); larger graphs get an
-interval [p at the standard rank tolerance, p at a tolerance near machine precision], and
-pairs where the two differ are flagged ill-conditioned.
+Numerics must not understate: small graphs use exact rational arithmetic (the rows converge
+to 11ᵀ/n, so a float rank cut-off can silently drop real directions); larger graphs get an
+interval [p at the standard rank tolerance, p at a tolerance near machine precision plus a
+first-order rounding bound], and pairs whose two ends differ are flagged ill-conditioned.
 """
 
 from __future__ import annotations
@@ -32,24 +32,26 @@ from coordinator_tools.audit.views import ObserverView, observer_views
 Method = Literal["auto", "rational", "float"]
 MethodName = Literal["rational", "float-interval"]
 
-# Largest graph accounted in rational arithmetic by default: at n = 24 (complete graph, 20
-# accelerated rounds) it takes a few seconds; cost grows about as n³ with huge denominators.
-RATIONAL_MAX_NODES = 24
+# Largest graph accounted in rational arithmetic by default: n = 48 takes about 1.5 s
+# (small-world graph, 10 accelerated rounds), n = 64 3-8 s, n = 96 over 100 s.
+RATIONAL_MAX_NODES = 48
 EPS = float(np.finfo(float).eps)
 # Singular values above FINE_RTOL · σ_max count for the upper end of the interval.
 FINE_RTOL = 4 * EPS
 # p within this of 1 (float) means v reconstructs u's noisy input.
 RECONSTRUCT_TOL = 1e-9
-# The two ends of the interval differ by more than this (in units of the local-DP loss).
-ILL_CONDITIONED_GAP = 1e-9
+# Flag a pair when its interval is wider than RTOL of its lower end plus ATOL (ATOL in units
+# of the local-DP loss: differences below it change no reported digit that matters).
+ILL_CONDITIONED_RTOL = 1e-3
+ILL_CONDITIONED_ATOL = 1e-12
 
 
 @dataclass(frozen=True)
 class ViewGeometry:
     """p = ‖Π_v e_u‖² for every pair, arrays [u, v]; NaN where u is (in) the observer.
 
-    ``lower`` is at the standard rank tolerance, ``upper`` near machine precision; both are
-    the exact value when ``method`` is "rational".
+    ``lower`` is at the standard rank tolerance, ``upper`` near machine precision plus a
+    rounding bound; both are the exact value when ``method`` is "rational".
     """
 
     lower: np.ndarray
@@ -84,7 +86,7 @@ def view_geometry(
         _scatter(upper, v, view, high)
         _scatter(reconstructable, v, view, low >= 1 - RECONSTRUCT_TOL)
     with np.errstate(invalid="ignore"):
-        ill_conditioned = upper - lower > ILL_CONDITIONED_GAP
+        ill_conditioned = upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL
     return ViewGeometry(lower, upper, reconstructable, ill_conditioned, "float-interval")
 
 
@@ -98,23 +100,33 @@ def exact_mu(geometry: ViewGeometry, *, sigma: float, sensitivity: float) -> tup
 def _scatter(target: np.ndarray, observer: int, view: ObserverView, values: object) -> None:
     """Write per-hidden-column values into column `observer`, for the view's sources only."""
     values = np.asarray(values)
-    keep = [i for i, k in enumerate(view.hidden) if k not in view.observers]
-    target[[view.hidden[i] for i in keep], observer] = values[keep]
+    hidden = view.hidden
+    keep = [i for i, k in enumerate(hidden) if k not in view.observers]
+    target[[hidden[i] for i in keep], observer] = values[keep]
 
 
 def _float_projection(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """p for every column of K at the standard and at the fine rank tolerance (one SVD)."""
+    """p for every column of K: (at the standard rank tolerance, conservative upper end).
+
+    The upper end keeps every direction above FINE_RTOL · σ_max and adds the first-order
+    (Wedin) bound on how far rounding can turn the kept subspace: backward error
+    ‖E‖ ≈ max(m, h) · eps · σ_max over the gap between the last kept and first dropped
+    singular value. Without it, views with singular values near 1e-10 understate p by ~1e-6.
+    """
     width = rows.shape[1]
     if rows.shape[0] == 0:
         return np.zeros(width), np.zeros(width)
     _, singular, right = np.linalg.svd(rows, full_matrices=False)
     energy = np.square(right)
-    standard = singular > singular[0] * max(rows.shape) * EPS
-    fine = singular > singular[0] * FINE_RTOL
+    backward_error = singular[0] * max(rows.shape) * EPS
+    standard = int(np.sum(singular > backward_error))
+    fine = int(np.sum(singular > singular[0] * FINE_RTOL))
+    dropped = singular[fine] if fine < singular.size else 0.0
+    turn = backward_error / (singular[fine - 1] - dropped) if fine else 0.0
     silent = ~np.any(rows != 0, axis=0)  # a column the view never depends on reveals nothing
-    return tuple(  # type: ignore[return-value]
-        np.where(silent, 0.0, np.minimum(1.0, energy[keep].sum(axis=0))) for keep in (standard, fine)
-    )
+    lower = energy[:standard].sum(axis=0)
+    upper = energy[:fine].sum(axis=0) + turn
+    return np.where(silent, 0.0, np.minimum(1.0, lower)), np.where(silent, 0.0, np.minimum(1.0, upper))
 
 
 def _rational_projection(history: list[fmpq_mat], view: ObserverView) -> list[fmpq]:
@@ -125,17 +137,17 @@ def _rational_projection(history: list[fmpq_mat], view: ObserverView) -> list[fm
     null-space projection, whichever needs the smaller Gram matrix (entries run to thousands of
     digits, so the Gram's size sets the cost).
     """
-    width = len(view.hidden)
+    hidden = view.hidden
+    width = len(hidden)
     if not view.messages:
         return [fmpq(0)] * width
-    stacked = fmpq_mat(
-        len(view.messages), width, [history[t][w, k] for w, t in view.messages for k in view.hidden]
-    )
+    stacked = fmpq_mat(len(view.messages), width, [history[t][w, k] for w, t in view.messages for k in hidden])
     reduced, rank = stacked.rref()
     if rank == 0:
         return [fmpq(0)] * width
     pivots = [next(k for k in range(width) if reduced[i, k] != 0) for i in range(rank)]
-    free = [k for k in range(width) if k not in set(pivots)]
+    pivot_set = set(pivots)
+    free = [k for k in range(width) if k not in pivot_set]
     if rank <= len(free):
         rows = fmpq_mat(rank, width, [reduced[i, k] for i in range(rank) for k in range(width)])
         return _projection_diagonal(rows)

@@ -35,11 +35,11 @@ def message_sum(transcript: Transcript, threat_model: ThreatModel = ThreatModel(
     indicators = _round_indicators(views, n, transcript.rounds)
     total = np.zeros((n, n))  # [v, u] while accumulating: rows are observers
     for t, rows in enumerate(float_rounds(transcript, accelerated=False)):
-        energy = np.square(rows)
-        norms = energy.sum(axis=1, keepdims=True)
-        share = np.divide(energy, norms, out=np.zeros_like(energy), where=norms > 0)
+        share = np.square(rows)
+        norms = share.sum(axis=1, keepdims=True)
+        np.divide(share, norms, out=share, where=norms > 0)
         total += indicators[t] @ share
-    result = np.ascontiguousarray(total.T)
+    result = total.T
     for v, view in enumerate(views):
         result[list(view.observers), v] = np.nan
     return result

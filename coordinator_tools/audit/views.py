@@ -20,20 +20,26 @@ Message = tuple[int, int]  # (sender w, round t): the value x_w^t
 
 @dataclass(frozen=True)
 class ObserverView:
-    """One observer's view of a synchronous gossip run.
+    """One observer's view of a synchronous gossip run of n nodes.
 
-    ``messages`` are the distinct values received, sorted by round then sender. ``hidden``
-    are the columns of z = x + η the observer cannot subtract: every column except its own
-    when it knows its own noise, all of them when it knows only its own input (Eq. 5).
+    ``messages`` are the distinct values received, sorted by round then sender.
     """
 
     observers: tuple[int, ...]
     messages: tuple[Message, ...]
-    hidden: tuple[int, ...]
+    n: int
+    knows_own_noise: bool
 
-    def sources(self) -> tuple[int, ...]:
+    @property
+    def hidden(self) -> list[int]:
+        """Columns of z = x + η the observer cannot subtract: all but its own if it knows its own
+        noise, all of them if it knows only its own input (Muffliato Eq. 5)."""
+        known = set(self.observers) if self.knows_own_noise else set()
+        return [k for k in range(self.n) if k not in known]
+
+    def sources(self) -> list[int]:
         """The nodes whose privacy this view is accounted for."""
-        return tuple(u for u in self.hidden if u not in self.observers)
+        return [u for u in range(self.n) if u not in self.observers]
 
     def rows(self, history: np.ndarray) -> np.ndarray:
         """K: the view's float coefficient rows on the hidden columns.
@@ -42,11 +48,8 @@ class ObserverView:
         Scaling a message does not change what it reveals, and rows of comparable size keep
         rank cut-offs about information rather than about how far gossip has shrunk a row.
         """
-        senders = [w for w, _ in self.messages]
-        rounds = [t for _, t in self.messages]
-        rows = history[rounds, senders][:, list(self.hidden)]
-        norms = np.linalg.norm(history[rounds, senders], axis=1, keepdims=True)
-        return rows / norms
+        full = history[[t for _, t in self.messages], [w for w, _ in self.messages]]
+        return full[:, self.hidden] / np.linalg.norm(full, axis=1, keepdims=True)
 
 
 def observer_view(transcript: Transcript, observer: int, threat_model: ThreatModel) -> ObserverView:
@@ -58,9 +61,9 @@ def observer_view(transcript: Transcript, observer: int, threat_model: ThreatMod
     observers = coalition if observer in coalition else (observer,)
     messages = sorted({message for member in observers for message in transcript.received[member]},
                       key=lambda message: (message[1], message[0]))
-    known = set(observers) if threat_model.observer_knows_own_noise else set()
-    hidden = tuple(k for k in range(n) if k not in known)
-    return ObserverView(observers=observers, messages=tuple(messages), hidden=hidden)
+    return ObserverView(
+        observers=observers, messages=tuple(messages), n=n, knows_own_noise=threat_model.observer_knows_own_noise
+    )
 
 
 def observer_views(transcript: Transcript, threat_model: ThreatModel) -> list[ObserverView]:

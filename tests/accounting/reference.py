@@ -1,16 +1,20 @@
 """Test references for the accountants: graphs as topologies, and straightforward dense versions.
 
-The dense versions follow the definitions literally (dense matrix products, one message at a
-time); the product code must agree with them. The benchmark times them against the product.
+The dense versions follow the definitions literally (dense W_t, dense products, one message
+and one observer at a time, a pseudo-inverse for the projection); the product code must agree
+with them, and the benchmark times the product against them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 import numpy as np
 
-from node.mixing import edge_weights, spectral_gap
-from node.topology import Edge, MuffliatoParams, NodeSpec, Topology
+from coordinator_tools.audit.transcript import Transcript
+from coordinator_tools.topology.build import build_topology
+from node.topology import MuffliatoParams, Topology
 
 
 def topology_from_graph(
@@ -23,26 +27,69 @@ def topology_from_graph(
     sensitivity: float = 1.0,
     alpha: float = 2.0,
 ) -> Topology:
-    """A published topology for `graph` (nodes relabelled 0..n-1) with exact-rule weights."""
+    """A published topology for `graph`, its nodes relabelled 0..n-1 in sorted order."""
     graph = nx.convert_node_labels_to_integers(graph, ordering="sorted")
-    weights = edge_weights(graph, weighting)
-    edges = [Edge(u=u, v=v, weight=float(w)) for (u, v), w in sorted(weights.items())]
-    n = graph.number_of_nodes()
-    matrix = np.eye(n)
-    for edge in edges:
-        matrix[edge.u, edge.v] = matrix[edge.v, edge.u] = edge.weight
-        matrix[edge.u, edge.u] -= edge.weight
-        matrix[edge.v, edge.v] -= edge.weight
-    gap, gamma = spectral_gap(matrix)
-    return Topology(
-        run_id="accounting-test",
-        graph="test",
-        nodes=[NodeSpec(id=k, address=f"127.0.0.1:{20000 + k}") for k in range(n)],
-        edges=edges,
-        weighting=weighting,
-        spectral_gap=min(max(gap, 1e-12), 1.0),
-        gamma=min(max(gamma, 1e-12), 2.0),
-        protocol=MuffliatoParams(
-            sigma=sigma, sensitivity=sensitivity, alpha=alpha, rounds=rounds, accelerated=accelerated, dimension=1
-        ),
+    protocol = MuffliatoParams(
+        sigma=sigma, sensitivity=sensitivity, alpha=alpha, rounds=rounds, accelerated=accelerated, dimension=1
     )
+    return build_topology(graph, graph_name="test", run_id="accounting-test", protocol=protocol, weighting=weighting)
+
+
+def drop(transcript: Transcript, node: int, peer: int, round_index: int) -> Transcript:
+    """The same run, except that `node` did not get x_peer^round in time and mixed without it."""
+    used = [list(rounds) for rounds in transcript.used]
+    used[node][round_index] = used[node][round_index] - {peer}
+    received = [list(messages) for messages in transcript.received]
+    received[node].remove((peer, round_index))
+    return replace(
+        transcript,
+        used=tuple(tuple(rounds) for rounds in used),
+        received=tuple(tuple(messages) for messages in received),
+    )
+
+
+def dense_realized(transcript: Transcript, t: int) -> np.ndarray:
+    """W_t as a dense matrix: realized rows, identity rows for nodes that had stopped."""
+    matrix = np.eye(transcript.n)
+    for v in range(transcript.n):
+        if t < transcript.completed_rounds(v):
+            matrix[v] = 0.0
+            for w, weight in transcript.realized_row(v, t).items():
+                matrix[v, w] = weight
+    return matrix
+
+
+def dense_rows(transcript: Transcript, *, accelerated: bool) -> list[np.ndarray]:
+    """C^0..C^{T-1} by dense products: C^{t+1} = W_t C^t, or (1-ω) C^{t-1} + ω W_t C^t for t >= 1."""
+    omega = transcript.omega
+    rows = [np.eye(transcript.n)]
+    for t in range(transcript.rounds - 1):
+        mixed = dense_realized(transcript, t) @ rows[-1]
+        rows.append(mixed if t == 0 or not accelerated else (1 - omega) * rows[-2] + omega * mixed)
+    return rows
+
+
+def dense_paper_sum(transcript: Transcript) -> np.ndarray:
+    """Thm 1's sum [u, v] over v's received messages (w, t) of (W_{0:t})²_{w,u} / ‖(W_{0:t})_w‖², all u."""
+    products = dense_rows(transcript, accelerated=False)
+    total = np.zeros((transcript.n, transcript.n))
+    for v in range(transcript.n):
+        for w, t in set(transcript.received[v]):
+            row = products[t][w]
+            total[:, v] += row**2 / np.dot(row, row)
+    return total
+
+
+def dense_geometry(transcript: Transcript, *, own_noise_known: bool = True) -> np.ndarray:
+    """p = ‖Π_v e_u‖² [u, v] from diag(K⁺ K) of each observer's stacked rows (NaN on the diagonal)."""
+    rows = dense_rows(transcript, accelerated=transcript.accelerated)
+    n = transcript.n
+    geometry = np.full((n, n), np.nan)
+    for v in range(n):
+        hidden = [k for k in range(n) if k != v or not own_noise_known]
+        stacked = np.array([rows[t][w, hidden] for w, t in sorted(set(transcript.received[v]))])
+        projection = np.diag(np.linalg.pinv(stacked) @ stacked)
+        for i, u in enumerate(hidden):
+            if u != v:
+                geometry[u, v] = projection[i]
+    return geometry

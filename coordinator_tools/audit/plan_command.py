@@ -1,0 +1,131 @@
+"""`netdp plan`: account a run before starting it, and calibrate its noise for a target loss."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from coordinator_tools.audit.checks import loss_checks
+from coordinator_tools.audit.command import DEFAULT_DELTA
+from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.plan import Plan, Target, plan, summarize
+from coordinator_tools.audit.report import build_report, write_report
+from node.topology import load_topology
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `netdp plan` to the CLI."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="pairwise privacy loss of a planned run, T_stop, and the noise a target loss needs",
+        description="Account the run TOPO describes as if every node completed every round (paper bound, exact "
+        "loss of each whole view, local-DP and central-DP baselines), report Muffliato's T_stop, and with a "
+        "target find the smallest sigma that meets it. Options left out take the topology's values. Writes "
+        "OUT (the audit report's schema) and a per-pair CSV beside it.",
+    )
+    parser.add_argument("topology", metavar="TOPO", type=Path, help="published topology file")
+    parser.add_argument("--out", type=Path, required=True, help="plan file to write, e.g. plan.json")
+    parser.add_argument("--rounds", type=_positive_int, help="gossip rounds T")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--plain", dest="accelerated", action="store_false", default=None, help="plain gossip")
+    mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="Chebyshev gossip")
+    parser.add_argument("--sigma", type=_non_negative, help="noise std each node adds once")
+    parser.add_argument("--sensitivity", type=_positive, help="l2 sensitivity Delta of a node's input")
+    parser.add_argument("--alpha", type=_order, help="Renyi order of the RDP columns")
+    parser.add_argument("--delta", type=_probability, default=DEFAULT_DELTA,
+                        help=f"delta of the (eps, delta) columns and of the target (default {DEFAULT_DELTA:g})")
+    parser.add_argument("--conversion", choices=("tight", "paper"), default="tight",
+                        help="paper column's RDP to (eps, delta): tight, or eps + ln(1/delta)/(alpha-1)")
+    parser.add_argument("--own-noise-unknown", action="store_true",
+                        help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--target-mean-eps", type=_positive, metavar="EPS",
+                        help="calibrate sigma so that max over observers of the mean exact eps is <= EPS")
+    target.add_argument("--target-worst-eps", type=_positive, metavar="EPS",
+                        help="calibrate sigma so that every pair's exact eps is <= EPS")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    topology = load_topology(args.topology)
+    params = topology.protocol
+    result = plan(
+        topology,
+        rounds=params.rounds if args.rounds is None else args.rounds,
+        accelerated=params.accelerated if args.accelerated is None else args.accelerated,
+        sigma=params.sigma if args.sigma is None else args.sigma,
+        sensitivity=params.sensitivity if args.sensitivity is None else args.sensitivity,
+        alpha=params.alpha if args.alpha is None else args.alpha,
+        delta=args.delta,
+        conversion=args.conversion,
+        threat_model=ThreatModel(observer_knows_own_noise=not args.own_noise_unknown),
+        target=_target(args),
+    )
+    checks = loss_checks(result.losses)
+    report = build_report(result.losses, result.transcript, checks=checks, extra={"plan": result.details})
+    json_path, csv_path = write_report(report, args.out.parent, json_name=args.out.name,
+                                       csv_name=f"{args.out.stem}-pairs.csv")
+    print(_summary(result))
+    for check in checks:
+        if not check.ok:
+            print(f"check failed: {check.name}: {check.detail}")
+    print(f"wrote {json_path} and {csv_path}")
+    return 0 if all(check.ok for check in checks) else 1
+
+
+def _target(args: argparse.Namespace) -> Target | None:
+    if args.target_mean_eps is not None:
+        return Target(args.target_mean_eps, "mean")
+    if args.target_worst_eps is not None:
+        return Target(args.target_worst_eps, "worst")
+    return None
+
+
+def _summary(result: Plan) -> str:
+    """One screen: the run's shape, its noise, and the headline losses against the baselines."""
+    losses, details = result.losses, result.details
+    lines = [
+        f"n = {losses.n}, T = {details['rounds']} ({'accelerated' if details['accelerated'] else 'plain'}), "
+        f"T_stop = {details['t_stop']}, sigma = {losses.sigma:.6g}",
+        f"exact eps at delta {losses.delta:g}: worst pair {summarize(losses.exact_eps_upper, 'worst'):.4g}, "
+        f"mean rule {summarize(losses.exact_eps_upper, 'mean'):.4g}; "
+        f"LDP {losses.ldp_eps:.4g}, central {losses.central_eps:.4g}",
+    ]
+    calibration = details.get("calibration")
+    if isinstance(calibration, dict):
+        sigmas = calibration["sigma"]
+        lines.append(f"sigma for {calibration['rule']} eps <= {calibration['target_eps']:g}: "
+                     f"exact {sigmas['exact']:.6g}, LDP {sigmas['ldp']:.6g}, central {sigmas['central']:.6g}")
+    return "\n".join(lines)
+
+
+def _positive(text: str) -> float:
+    return _number(text, lambda x: x > 0, "a number > 0")
+
+
+def _non_negative(text: str) -> float:
+    return _number(text, lambda x: x >= 0, "a number >= 0")
+
+
+def _order(text: str) -> float:
+    return _number(text, lambda x: x > 1, "a Renyi order > 1")
+
+
+def _probability(text: str) -> float:
+    return _number(text, lambda x: 0 < x < 1, "a number in (0, 1)")
+
+
+def _positive_int(text: str) -> int:
+    value = _number(text, lambda x: x >= 1 and x == int(x), "a whole number >= 1")
+    return int(value)
+
+
+def _number(text: str, valid: Callable[[float], bool], meaning: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {meaning}, got {text!r}") from None
+    if not valid(value):
+        raise argparse.ArgumentTypeError(f"expected {meaning}, got {text!r}")
+    return value

@@ -1,0 +1,89 @@
+"""Planning: noise calibration by bisection, T_stop, and the `netdp plan` command's file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from coordinator_tools.audit import plan_command
+from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.exact import view_geometry
+from coordinator_tools.audit.plan import Target, calibrate_sigma, plan, summarize
+from coordinator_tools.audit.report import SCHEMA_VERSION
+from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.theory import muffliato_t_stop, worst_case_spread
+from coordinator_tools.topology import generators
+from node.topology import save_topology
+from tests.accounting.reference import topology_from_graph
+
+DELTA = 1e-5
+
+
+def geometry_of(graph, rounds):
+    transcript = planned_transcript(topology_from_graph(graph, rounds=rounds, accelerated=True))
+    return view_geometry(transcript).upper
+
+
+def loss(geometry, sigma, rule):
+    return summarize(gaussian_epsilon(np.sqrt(geometry) / sigma, DELTA), rule)
+
+
+@pytest.mark.parametrize("rule", ["mean", "worst"])
+def test_calibrated_sigma_is_the_smallest_that_meets_the_target(rule):
+    geometry = geometry_of(generators.erdos_renyi(24, seed=3), 3)
+    target = Target(1.5, rule)
+    sigma = calibrate_sigma(geometry, sensitivity=1.0, delta=DELTA, target=target)
+    assert loss(geometry, sigma, rule) <= 1.5 < loss(geometry, sigma * (1 - 1e-5), rule)
+
+
+def test_worst_pair_target_on_a_reconstructing_graph_is_the_local_dp_noise():
+    """Every neighbour reconstructs: the worst pair is local DP, so σ solves ε_Gauss(Δ/σ) = target."""
+    geometry = geometry_of(generators.ring(10), 2)
+    sigma = calibrate_sigma(geometry, sensitivity=2.0, delta=DELTA, target=Target(1.0, "worst"))
+    assert gaussian_epsilon(2.0 / sigma, DELTA) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_an_unreachable_view_needs_no_noise():
+    assert calibrate_sigma(np.zeros((3, 3)), sensitivity=1.0, delta=DELTA, target=Target(0.1, "worst")) == 0.0
+
+
+def test_plan_calibrates_the_exact_loss_and_the_baselines_to_one_target():
+    topology = topology_from_graph(generators.hypercube(16), rounds=4, accelerated=True)
+    result = plan(topology, rounds=4, accelerated=True, sigma=1.0, sensitivity=1.0, alpha=2.0, delta=DELTA,
+                  target=Target(1.0, "mean"))
+    sigmas = result.details["calibration"]["sigma"]
+    assert result.losses.sigma == sigmas["exact"]
+    assert summarize(result.losses.exact_eps_upper, "mean") <= 1.0
+    assert sigmas["central"] < sigmas["exact"] <= sigmas["ldp"]
+    spread = worst_case_spread(1.0)
+    assert result.details["t_stop"] == muffliato_t_stop(16, topology.spectral_gap, sigmas["exact"], spread, True)
+
+
+def test_plan_command_writes_the_report_schema_with_topology_defaults(tmp_path, capsys):
+    topology = topology_from_graph(generators.ring(8), rounds=3, accelerated=False, sigma=0.8, alpha=4.0)
+    save_topology(topology, tmp_path / "topology.json")
+    parser = argparse.ArgumentParser()
+    plan_command.register(parser.add_subparsers())
+    out = tmp_path / "plan.json"
+    args = parser.parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(out), "--own-noise-unknown"])
+    assert args.handler(args) == 0
+    document = json.loads(out.read_text())
+    assert document["schema"] == SCHEMA_VERSION
+    assert (document["sigma"], document["alpha"], document["delta"]) == (0.8, 4.0, DELTA)
+    t_stop = muffliato_t_stop(8, topology.spectral_gap, 0.8, worst_case_spread(1.0), False)
+    assert document["plan"] == {"rounds": 3, "accelerated": False, "t_stop": t_stop}
+    assert document["threat_model"]["observer_knows_own_noise"] is False
+    assert document["checks"] and all(check["ok"] for check in document["checks"])
+    assert len(document["pairs"]) == 8 * 7 and (tmp_path / "plan-pairs.csv").exists()
+    assert "T_stop" in capsys.readouterr().out
+
+
+def test_plan_command_rejects_a_bad_target(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    plan_command.register(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "t.json", "--out", "p.json", "--target-worst-eps", "0"])
+    assert "expected a number > 0" in capsys.readouterr().err
