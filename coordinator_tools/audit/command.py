@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from coordinator_tools.audit import attack
 from coordinator_tools.audit.accountants import account
 from coordinator_tools.audit.checks import loss_checks, replay_checks
 from coordinator_tools.audit.conversion import Conversion
@@ -35,7 +36,6 @@ from coordinator_tools.audit.transcript import Transcript, planned_transcript
 from node.errors import ConfigError
 
 DEFAULT_DELTA = 1e-5
-DEFAULT_ATTACK_RUNS = 20_000
 # "auto" attacks every pair up to this many nodes: the attack costs about n^2 * runs * view size.
 AUTO_ATTACK_MAX_N = 32
 SHOWN_OBSERVERS = 10
@@ -51,7 +51,7 @@ class AuditOptions:
     observer_knows_own_noise: bool = True
     conversion: Conversion = "tight"
     attack_pairs: AttackPairs = "auto"
-    attack_runs: int = DEFAULT_ATTACK_RUNS
+    attack_runs: int = attack.DEFAULT_RUNS
     attack_seed: int | None = None
     with_private_logs: bool = False
 
@@ -157,8 +157,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--attack-pairs", type=parse_attack_pairs, default="auto", metavar="auto|all|none|u:v,u:v",
                         help=f"pairs (source:observer) to attack; auto (default): all when n <= {AUTO_ATTACK_MAX_N}, "
                         "else none")
-    parser.add_argument("--attack-runs", type=int, default=DEFAULT_ATTACK_RUNS,
-                        help=f"replays of the transcript per hypothesis and pair (default {DEFAULT_ATTACK_RUNS})")
+    parser.add_argument("--attack-runs", type=int, default=attack.DEFAULT_RUNS,
+                        help=f"replays of the transcript per hypothesis and pair (default {attack.DEFAULT_RUNS})")
     parser.add_argument("--attack-seed", type=int, help="seed of the attack's simulated noise (reproducibility)")
     parser.add_argument("--with-private-logs", action="store_true",
                         help="test/experiment mode: also read private logs and check that the transcript "
