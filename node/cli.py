@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     security = parser.add_mutually_exclusive_group(required=True)
     security.add_argument("--tls-dir", type=Path, help="folder with ca.pem, node.pem, node.key (from `netdp certs`)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC without authentication (demos only)")
+    parser.add_argument("--fault-kill-at-round", type=int, default=None, metavar="ROUND",
+                        help="fault injection for tests and experiments: SIGKILL this node as ROUND starts")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     return parser
 
@@ -58,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sampler=args.sampler,
             simulation_seed=args.sim_seed,
             tls_dir=None if args.insecure else args.tls_dir,
+            kill_at_round=args.fault_kill_at_round,
         )
         if not 0 <= config.node_id < config.topology.n:
             raise NetdpError(f"--id {config.node_id} is not a node of {args.topology} (n = {config.topology.n})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +66,12 @@ class Peer:
             sampler_kind=self._sampler.kind,
         )
 
-    async def run(self, links: dict[int, PeerLink]) -> PeerOutcome:
-        """Clip, add noise once, gossip for T rounds, log and write the estimate."""
+    async def run(self, links: dict[int, PeerLink],
+                  before_round: Callable[[int], None] | None = None) -> PeerOutcome:
+        """Clip, add noise once, gossip for T rounds, log and write the estimate.
+
+        `before_round(t)` runs as each round starts (the networked runtime's fault injection).
+        """
         params = self.topology.protocol
         network = self.topology.network
         outbox = Outbox(links, self.journal, run_id=self.topology.run_id, protocol=PROTOCOL_NAME,
@@ -77,6 +82,8 @@ class Peer:
         await self.journal.noise(NOISE_PURPOSE, noisy - clipped)
 
         async def exchange(round_index: int, value: np.ndarray) -> dict[int, np.ndarray]:
+            if before_round is not None:
+                before_round(round_index)
             budget = network.startup_deadline_s if round_index == 0 else network.round_deadline_s
             alive: set[int] = set()
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,7 @@ class NodeConfig:
     sampler: SamplerKind = "secure"
     simulation_seed: int | None = None
     tls_dir: Path | None = None  # None means plain text (explicitly insecure)
+    kill_at_round: int | None = None  # fault injection: SIGKILL this process as the round starts
 
 
 async def run_node(config: NodeConfig) -> PeerOutcome:
@@ -63,13 +66,25 @@ async def run_node(config: NodeConfig) -> PeerOutcome:
     }
     LOG.info("node %d listening on %s, %d neighbours", config.node_id, topology.address_of(config.node_id), len(links))
     try:
-        outcome = await _run_until_signalled(peer.run(links))
+        outcome = await _run_until_signalled(peer.run(links, _kill_switch(config.kill_at_round)))
         await asyncio.sleep(LINGER_S)
         return outcome
     finally:
         await asyncio.gather(*(link.close() for link in links.values()))
         await stop_server(server, health, SHUTDOWN_GRACE_S)
         peer.close()
+
+
+def _kill_switch(kill_at_round: int | None) -> Callable[[int], None] | None:
+    """A real SIGKILL of this process at a chosen round: a crash at a reproducible point."""
+    if kill_at_round is None:
+        return None
+
+    def maybe_kill(round_index: int) -> None:
+        if round_index == kill_at_round:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return maybe_kill
 
 
 async def _run_until_signalled(work) -> PeerOutcome:

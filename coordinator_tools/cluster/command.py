@@ -67,7 +67,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     security.add_argument("--certs", type=Path, help="certificates from `netdp certs` (mutual TLS)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC (local demos only)")
     parser.add_argument("--kill", type=parse_kill, action="append", metavar="NODE@ROUND",
-                        help="fault injection: SIGKILL NODE once it starts ROUND (repeatable)")
+                        help="fault injection: SIGKILL NODE as it starts ROUND (repeatable)")
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
 
 

@@ -70,7 +70,7 @@ class LaunchOptions:
     sampler: str = "secure"
     simulation_seed: int | None = None  # master seed; each node gets its own derived seed
     certs_dir: Path | None = None  # None: plain text (explicitly insecure)
-    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> round at which to SIGKILL it
+    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> round at whose start it is SIGKILLed
     timeout_s: float | None = None
 
 
@@ -101,6 +101,8 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
     if options.sampler == "simulation" and options.simulation_seed is not None:
         derived = np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0]
         command += ["--sim-seed", str(int(derived))]
+    if node_id in options.kill_at_round:
+        command += ["--fault-kill-at-round", str(options.kill_at_round[node_id])]
     if options.certs_dir is None:
         command.append("--insecure")
     else:
@@ -135,7 +137,6 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     topology = prepare_rundir(topology_path, rundir)
     data_files = {v: node_data_file(data_dir, v) for v in range(topology.n)}
     processes: dict[int, subprocess.Popen] = {}
-    killed: set[int] = set()
     deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
     timed_out = False
     try:
@@ -147,13 +148,8 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
                                                 stdout=subprocess.DEVNULL, stderr=stderr,
                                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         while any(p.poll() is None for p in processes.values()):
-            progress = {v: logged_rounds(node_log_dir(rundir, v))[0] for v in processes}
-            for v, kill_round in options.kill_at_round.items():
-                if v not in killed and progress.get(v, 0) > kill_round and processes[v].poll() is None:
-                    processes[v].send_signal(signal.SIGKILL)
-                    killed.add(v)
             if on_progress:
-                on_progress(progress)
+                on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in processes})
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -161,6 +157,7 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     finally:
         _stop_all(processes)
     result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
+    killed = {v for v in options.kill_at_round if processes[v].returncode == -signal.SIGKILL}
     result.nodes = [_collect(rundir, v, processes[v].returncode, v in killed) for v in range(topology.n)]
     _write_summary(result, options)
     return result

@@ -66,7 +66,7 @@ def test_a_killed_node_leaves_the_others_finishing_and_every_log_readable(make_c
     assert result.ok, [(r.node_id, r.exit_code, r.stderr_tail) for r in result.failures]
     killed = result.nodes[3]
     assert killed.killed_by_request and killed.estimate is None and killed.exit_code == -9
-    assert 3 <= killed.rounds_started < files.topology.protocol.rounds
+    assert killed.rounds_started == 3  # rounds 0..2 were sent, round 3 never started
     assert sorted(result.estimates()) == [v for v in range(8) if v != 3]
     for v in range(8):
         log = read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME)
