@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, prepare_rundir
+from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, prepare_rundir, start_node_process
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import node_data_file, synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
@@ -86,9 +86,7 @@ def main() -> None:
     options = LaunchOptions(sampler="simulation", simulation_seed=0)
 
     def start(v: int) -> subprocess.Popen:
-        node_log_dir(rundir, v).mkdir(parents=True, exist_ok=True)
-        return subprocess.Popen(node_command(rundir, v, node_data_file(root / "data", v), options),
-                                stderr=subprocess.DEVNULL)
+        return start_node_process(rundir, v, node_data_file(root / "data", v), options)
 
     early = [start(v) for v in range(args.n - 1)]
     pings = asyncio.run(ping_pong_ms([topology.address_of(v) for v in range(args.n - 1)], args.pings))

@@ -110,6 +110,15 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
     return command
 
 
+def start_node_process(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> subprocess.Popen:
+    """Start one `netdp-node` process; its messages go to RUNDIR/node-<id>/stderr.txt."""
+    log_dir = node_log_dir(rundir, node_id)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / STDERR_FILE, "wb") as stderr:
+        return subprocess.Popen(node_command(rundir, node_id, data_file, options), stdout=subprocess.DEVNULL,
+                                stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
 def default_timeout(topology: Topology) -> float:
     network = topology.network
     return network.startup_deadline_s + topology.protocol.rounds * network.round_deadline_s * 2 + 30.0
@@ -141,12 +150,7 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     timed_out = False
     try:
         for v in range(topology.n):
-            log_dir = node_log_dir(rundir, v)
-            log_dir.mkdir(parents=True, exist_ok=True)
-            with open(log_dir / STDERR_FILE, "wb") as stderr:
-                processes[v] = subprocess.Popen(node_command(rundir, v, data_files[v], options),
-                                                stdout=subprocess.DEVNULL, stderr=stderr,
-                                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            processes[v] = start_node_process(rundir, v, data_files[v], options)
         while any(p.poll() is None for p in processes.values()):
             if on_progress:
                 on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in processes})

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, prepare_rundir
+from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, prepare_rundir, start_node_process
 from coordinator_tools.datasets import node_data_file
 from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.codec import pack
@@ -82,10 +82,7 @@ def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluste
     ]
 
     def start(v: int) -> subprocess.Popen:
-        log_dir = node_log_dir(rundir, v)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        return subprocess.Popen(node_command(rundir, v, node_data_file(files.data_dir, v), options),
-                                stderr=open(log_dir / "stderr.txt", "wb"))
+        return start_node_process(rundir, v, node_data_file(files.data_dir, v), options)
 
     first = start(0)
     others: list[subprocess.Popen] = []
