@@ -29,7 +29,8 @@ NODE_IMAGE = "netdp-node:latest"
 NODES = 8
 DIMENSION = 4
 SIGMA = 0.05
-ROUNDS = 30
+# Long enough that every node serves across several 2 s health-probe intervals (a probe itself takes ~2 s).
+ROUNDS = 300
 
 
 @dataclass(frozen=True)
