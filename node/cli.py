@@ -68,9 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetdpError as exc:
         print(f"netdp-node: error: {exc}", file=sys.stderr)
         return 2
-    except FileExistsError as exc:
-        print(f"netdp-node: error: {exc} (use a fresh --log-dir for each run)", file=sys.stderr)
-        return 2
     except asyncio.CancelledError:
         print("netdp-node: stopped before the run completed; logs are readable up to here", file=sys.stderr)
         return 3

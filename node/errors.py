@@ -13,3 +13,7 @@ class ConfigError(NetdpError):
 
 class LogFormatError(NetdpError):
     """A view log cannot be read at all (wrong magic, unreadable file)."""
+
+
+class LogExistsError(NetdpError, FileExistsError):
+    """A log folder already holds a log: a node never overwrites one, and never rejoins a run it left."""

@@ -25,7 +25,7 @@ from typing import Literal
 from google.protobuf.message import DecodeError
 
 from netdp.v1 import viewlog_pb2
-from node.errors import LogFormatError
+from node.errors import LogExistsError, LogFormatError
 
 MAGIC = b"NDPLOG\x01\n"
 FRAME = struct.Struct("<II")
@@ -77,7 +77,10 @@ class ViewLogWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
-            raise FileExistsError(f"{self.path} already exists; a log is never overwritten")
+            raise LogExistsError(
+                f"{self.path} already exists; a log is never overwritten, and a restarted node does not "
+                "rejoin its run (fresh noise would leak more, and its neighbours have dropped it): "
+                "start a new run with a fresh log folder")
         self._lock = threading.Lock()
         self._file = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode), "ab", buffering=0)
         self._file.write(MAGIC)

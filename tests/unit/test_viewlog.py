@@ -10,7 +10,7 @@ import pytest
 
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor, to_tensor
-from node.errors import LogFormatError
+from node.errors import LogExistsError, LogFormatError
 from node.viewlog import FRAME, MAGIC, ViewLogWriter, encode_record, read_log
 
 HEADER = viewlog_pb2.RunHeader(
@@ -134,7 +134,7 @@ def test_the_writer_never_overwrites_a_log(tmp_path: Path) -> None:
     path = tmp_path / "view.log"
     write_log(path)
     before = path.read_bytes()
-    with pytest.raises(FileExistsError, match="never overwritten"):
+    with pytest.raises(LogExistsError, match="never overwritten.*does not rejoin"):
         ViewLogWriter(path, HEADER)
     assert path.read_bytes() == before
 
