@@ -7,6 +7,8 @@ the raw payload bytes and the authenticated sender (if the transport knows one) 
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from netdp.v1 import peer_pb2
@@ -15,6 +17,10 @@ from node.inbox import RoundInbox
 from node.journal import Journal
 from node.refusal import Refusal
 from node.topology import Topology
+
+# A detail quotes what the peer claimed, cut to this many characters: a hostile run id or
+# shape must not make the status (a gRPC trailer of a few KiB at most) or the log unreadable.
+MAX_QUOTED_CHARS = 64
 
 
 class Receiver:
@@ -42,8 +48,15 @@ class Receiver:
             raise
 
     async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> None:
-        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise."""
+        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise.
+
+        Delivery is shielded from the caller's cancellation (a deadline, a disconnect): a value
+        whose `received` record is being written is also stored, never logged and then lost.
+        """
         sender = await self.admit(envelope, authenticated_sender)
+        await asyncio.shield(self._deliver(sender, envelope, data))
+
+    async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> None:
         try:
             await self.inbox.deliver(sender, envelope.round, self._decode(envelope, data))
         except Refusal as refusal:
@@ -58,9 +71,11 @@ class Receiver:
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology
         if envelope.run_id != topology.run_id:
-            raise Refusal("FAILED_PRECONDITION", f"message for run {envelope.run_id!r}, this is {topology.run_id!r}")
+            raise Refusal("FAILED_PRECONDITION",
+                          f"message for run {_quoted(envelope.run_id)}, this is {topology.run_id!r}")
         if envelope.protocol != topology.protocol.name:
-            raise Refusal("FAILED_PRECONDITION", f"protocol {envelope.protocol!r}, this run is {topology.protocol.name!r}")
+            raise Refusal("FAILED_PRECONDITION",
+                          f"protocol {_quoted(envelope.protocol)}, this run is {topology.protocol.name!r}")
         sender = int(envelope.sender)
         if sender >= topology.n:
             raise Refusal("PERMISSION_DENIED", f"unknown sender {sender}")
@@ -69,7 +84,9 @@ class Receiver:
         if sender not in self._neighbours:
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}")
         if tuple(envelope.shape) != self._shape:
-            raise Refusal("INVALID_ARGUMENT", f"shape {tuple(envelope.shape)}, expected {self._shape}")
+            raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {self._shape}")
+        if envelope.sequence or envelope.exchange_id:
+            raise Refusal("INVALID_ARGUMENT", "a gossip message is synchronous: it carries no sequence or exchange id")
         return sender
 
     def _decode(self, envelope: peer_pb2.Envelope, data: bytes) -> np.ndarray:
@@ -78,3 +95,8 @@ class Receiver:
         except PayloadError as exc:
             raise Refusal("INVALID_ARGUMENT", str(exc)) from None
 
+
+def _quoted(value: object) -> str:
+    """repr(value), cut to MAX_QUOTED_CHARS."""
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else f"{text[: MAX_QUOTED_CHARS - 3]}..."

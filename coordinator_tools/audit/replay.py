@@ -264,7 +264,10 @@ def _index_view(node: int, contents: LogContents, topology: Topology, problems: 
         elif kind == "rejected":
             view.rejected += 1
         elif kind == "final_output":
-            view.final_output = entry
+            if view.final_output is not None:
+                odd("duplicate_record", "final output logged twice; the first counts")
+            else:
+                view.final_output = entry
         else:
             odd("unexpected_record", f"a {kind} record in the public view log")
     return view

@@ -1,7 +1,8 @@
 """The node's gRPC server: the Peer service, the standard health and reflection services.
 
 The servicer reassembles a streamed payload, refusing it as soon as it grows past what a
-valid message can hold, and passes it with the authenticated identity to the Receiver.
+valid message can hold (or a chunk does not decode, or a chunk after the first carries an
+envelope), and passes it with the authenticated identity to the Receiver.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import NoReturn
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
@@ -47,16 +49,22 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         envelope: peer_pb2.Envelope | None = None
         parts: list[bytes] = []
         size = 0
-        async for chunk in chunks:
-            if envelope is None:
-                if not chunk.HasField("envelope"):
-                    await self._refuse(None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
-                envelope = chunk.envelope
-                await self._receiver.admit(envelope, identity)
-            size += len(chunk.data)
-            if size > limit:
-                await self._refuse(envelope, "RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
-            parts.append(chunk.data)
+        try:
+            async for chunk in chunks:  # gRPC parses each chunk as the loop asks for it
+                if envelope is None:
+                    if not chunk.HasField("envelope"):
+                        await self._refuse(None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
+                    envelope = chunk.envelope
+                    await self._receiver.admit(envelope, identity)
+                elif chunk.HasField("envelope"):
+                    await self._refuse(envelope, "INVALID_ARGUMENT", "only the first chunk may carry an envelope")
+                size += len(chunk.data)
+                if size > limit:
+                    await self._refuse(envelope, "RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
+                parts.append(chunk.data)
+        except DecodeError:
+            await self._refuse(envelope, "INVALID_ARGUMENT",
+                               f"a message is not a {peer_pb2.Chunk.DESCRIPTOR.full_name}")
         if envelope is None:
             await self._refuse(None, "INVALID_ARGUMENT", "empty stream")
         return envelope, b"".join(parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,14 +25,16 @@ class ClusterFiles:
     root: Path
 
 
-@pytest.fixture
-def make_cluster_files(tmp_path: Path):
-    """Write a topology with free loopback ports and synthetic data, return their paths."""
+MakeClusterFiles = Callable[..., ClusterFiles]
+
+
+def cluster_files_maker(base: Path) -> MakeClusterFiles:
+    """A function that writes a topology with free loopback ports and synthetic data under `base`/NAME."""
 
     def make(kind: str = "hypercube", n: int = 8, *, sigma: float = 0.0, rounds: int = 40, dimension: int = 4,
              accelerated: bool = True, round_deadline_s: float = 2.0, startup_deadline_s: float = 30.0,
              seed: int = 7, name: str = "cluster") -> ClusterFiles:
-        root = tmp_path / name
+        root = base / name
         topology = build_topology(
             generate(kind, n=n),
             graph_name=kind,
@@ -47,3 +50,15 @@ def make_cluster_files(tmp_path: Path):
         return ClusterFiles(topology, root / "topology.json", root / "data", values, root)
 
     return make
+
+
+@pytest.fixture
+def make_cluster_files(tmp_path: Path) -> MakeClusterFiles:
+    """Write a topology with free loopback ports and synthetic data, return their paths."""
+    return cluster_files_maker(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def make_module_cluster_files(tmp_path_factory: pytest.TempPathFactory) -> MakeClusterFiles:
+    """`make_cluster_files` for module-scoped fixtures, e.g. one node process probed by several tests."""
+    return cluster_files_maker(tmp_path_factory.mktemp("module-cluster"))

@@ -3,47 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
-import sys
-import time
 
 import grpc
 import numpy as np
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, prepare_rundir, start_node_process
 from coordinator_tools.datasets import node_data_file
-from netdp.v1 import peer_pb2, peer_pb2_grpc
-from node.codec import pack
-from node.viewlog import VIEW_LOG_NAME, read_log
+from netdp.v1 import peer_pb2
+from tests.cluster.node_probe import gossip, gossip_chunks, stop_processes, view_log, wait_until_serving
 
 pytestmark = pytest.mark.cluster
-
-
-async def wait_until_serving(address: str, timeout_s: float = 30.0) -> None:
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.aio.AioRpcError:
-                if time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(0.1)
-
-
-async def send(address: str, chunks: list[peer_pb2.Chunk]) -> grpc.StatusCode:
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            await peer_pb2_grpc.PeerStub(channel).Gossip(iter(chunks), timeout=5.0)
-            return grpc.StatusCode.OK
-        except grpc.aio.AioRpcError as exc:
-            return exc.code()
 
 
 def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluster_files):
@@ -58,12 +31,7 @@ def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluste
     # With σ = 0 a neighbour's round-0 value is its (clipped) input, so the client can send a genuine one.
     genuine = files.values[neighbour]
 
-    def message(*, run_id=topology.run_id, protocol="muffliato", sender=neighbour, round_index=0,
-                value=genuine, shape=None, extra=b"") -> list[peer_pb2.Chunk]:
-        data, packed_shape = pack(np.asarray(value, dtype=np.float64))
-        envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, round=round_index,
-                                     shape=packed_shape if shape is None else shape)
-        return [peer_pb2.Chunk(envelope=envelope, data=data + extra)]
+    message = functools.partial(gossip_chunks, topology, sender=neighbour, value=genuine)
 
     cases = [
         ("wrong run id", message(run_id="someone-else"), grpc.StatusCode.FAILED_PRECONDITION),
@@ -87,15 +55,13 @@ def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluste
     first = start(0)
     others: list[subprocess.Popen] = []
     try:
-        asyncio.run(wait_until_serving(address))
-        statuses = {name: asyncio.run(send(address, chunks)) for name, chunks, _ in cases}
+        wait_until_serving(address, 0, tls_dir=None)
+        statuses = {name: asyncio.run(gossip(address, chunks)).code for name, chunks, _ in cases}
         assert statuses == {name: expected for name, _, expected in cases}
         others = [start(v) for v in range(1, topology.n)]
         exit_codes = [p.wait(timeout=120) for p in [first, *others]]
     finally:
-        for process in [first, *others]:
-            if process.poll() is None:
-                process.kill()
+        stop_processes([first, *others])
     assert exit_codes == [0] * topology.n
 
     true_mean = files.values.mean(axis=0)
@@ -103,7 +69,7 @@ def test_bad_messages_get_clear_statuses_and_the_run_still_completes(make_cluste
         estimate = np.asarray(json.loads((node_log_dir(rundir, v) / "estimate.json").read_text())["value"])
         assert np.linalg.norm(estimate - true_mean) / np.linalg.norm(true_mean) < 1e-9
 
-    log = read_log(node_log_dir(rundir, 0) / VIEW_LOG_NAME)
+    log = view_log(rundir, 0)
     assert log.damage is None
     refused = [case for case in cases if case[2] != grpc.StatusCode.OK]
     rejected = log.of_kind("rejected")
