@@ -1,4 +1,5 @@
-"""Client side: one long-lived gRPC channel per neighbour, messages streamed in chunks."""
+"""Client side: one long-lived gRPC channel per neighbour; a message that fits one chunk
+goes in a unary call, a larger one is streamed in chunks."""
 
 from __future__ import annotations
 
@@ -33,7 +34,11 @@ class GrpcPeerLink:
 
     async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> None:
         try:
-            await self._stub.Gossip(self._chunks(envelope, data), timeout=timeout_s, wait_for_ready=True)
+            if len(data) <= self._chunk_bytes:
+                await self._stub.Deliver(peer_pb2.Chunk(envelope=envelope, data=data), timeout=timeout_s,
+                                         wait_for_ready=True)
+            else:
+                await self._stub.Gossip(self._chunks(envelope, data), timeout=timeout_s, wait_for_ready=True)
         except grpc.aio.AioRpcError as exc:
             raise LinkError(exc.code().name, exc.details() or "") from None
 
