@@ -26,6 +26,7 @@ class Delivery:
     delivered: bool
     attempts: int
     failure: str = ""
+    unreachable: bool = False  # the last attempt found no connection to the peer at all
 
 
 class Journal:
