@@ -1,9 +1,12 @@
-"""Benchmark: median gossip round latency with 16 node processes vs a raw gRPC ping-pong.
+"""Benchmark: median gossip round latency with 16 node processes vs two raw gRPC floors.
 
-Both are measured in one run against the same node processes on loopback: 15 of the 16
-nodes are started first and wait in round 0 for the last one; meanwhile a client measures
-unary health-check round trips to each of them (the raw gRPC floor). Then the last node
-starts, the run completes, and round latencies are read from the view-log timestamps.
+Measured in one run on loopback: n-1 of the n nodes are started first and wait in round 0
+for the last one; meanwhile a client measures unary health-check round trips to each of
+them (the raw ping-pong). Then the last node starts, the run completes, and round
+latencies are read from the view-log timestamps. Finally the same topology runs the same
+barrier exchange in bare gRPC (bench/raw_exchange.py: raw bytes, no validation, no log),
+which is what a round costs with n processes sharing this machine's cores before netdp
+does anything.
 
 Usage: .venv/bin/python bench/bench_gossip.py [--n 16] [--rounds 30] [--dimension 16]
 Writes bench/results/gossip.json.
@@ -29,7 +32,7 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import node_data_file, synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, save_topology
+from node.topology import MuffliatoParams, NetworkParams, replace_fields, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -64,6 +67,21 @@ def round_latencies_ms(rundir: Path, n: int) -> list[float]:
     return latencies
 
 
+def raw_round_latencies_ms(topology_path: Path, n: int, rounds: int, out_dir: Path) -> list[float]:
+    """Round latencies of the bare-gRPC barrier exchange, one process per node."""
+    script = Path(__file__).resolve().parent / "raw_exchange.py"
+    outputs = [out_dir / f"raw-{v}.json" for v in range(n)]
+    processes = [subprocess.Popen([sys.executable, str(script), str(topology_path), str(v), str(rounds), str(out)])
+                 for v, out in enumerate(outputs)]
+    if any(p.wait(timeout=600) for p in processes):
+        sys.exit("a raw exchange process failed")
+    latencies: list[float] = []
+    for out in outputs:
+        done = json.loads(out.read_text())
+        latencies += [(b - a) * 1000 for a, b in zip(done[1:], done[2:])]
+    return latencies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16)
@@ -95,15 +113,22 @@ def main() -> None:
     if any(codes):
         sys.exit(f"a node failed: exit codes {codes}")
     rounds = round_latencies_ms(rundir, args.n)
+    raw_topology = replace_fields(topology, nodes=[
+        {"id": v, "address": f"127.0.0.1:{p}"} for v, p in enumerate(free_loopback_ports(args.n))])
+    save_topology(raw_topology, root / "raw-topology.json")
+    raw_rounds = raw_round_latencies_ms(root / "raw-topology.json", args.n, args.rounds, root)
 
     ping_median = statistics.median(pings)
     round_median = statistics.median(rounds)
+    raw_median = statistics.median(raw_rounds)
     result = {
         "n": args.n, "rounds": args.rounds, "dimension": args.dimension,
         "degree": len(topology.neighbours[0]),
         "ping_pong_median_ms": ping_median,
         "gossip_round_median_ms": round_median,
+        "raw_exchange_round_median_ms": raw_median,
         "round_over_ping_ratio": round_median / ping_median,
+        "round_over_raw_exchange_ratio": round_median / raw_median,
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "gossip.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from node.journal import Journal
 from node.refusal import Refusal
+
+
+@dataclass
+class NeighbourFates:
+    """What this round's own sends proved about the neighbours, filled in as they finish."""
+
+    alive: set[int] = field(default_factory=set)  # acknowledged our value: alive, perhaps slow
+    unreachable: set[int] = field(default_factory=set)  # our value could not be delivered
 
 
 class RoundInbox:
@@ -53,14 +61,18 @@ class RoundInbox:
             self._changed.notify_all()
 
     async def collect(self, round_index: int, deadline_s: float, *, patience_s: float,
-                      confirmed_alive: Callable[[], Collection[int]]) -> dict[int, np.ndarray]:
+                      fates: NeighbourFates) -> dict[int, np.ndarray]:
         """Wait for every neighbour's value for the round, then close the round.
 
-        A missing neighbour is dropped once the deadline has passed, unless it acknowledged our
-        own value for this round (it is alive, only slow: perhaps itself waiting for a dead
-        neighbour); those are waited for up to `patience_s`. Without this, one dead node would
-        make its neighbours late and their other neighbours drop them in turn. Later values
-        for a closed round are refused; dropped neighbours are logged.
+        A neighbour our own value could not reach is not waited for: it is dead or cut off,
+        and waiting a deadline for it every round would stall the whole run. (If no
+        neighbour is reachable, this node is more likely the one cut off: it waits as usual,
+        so that it is still in step when the network comes back.) Any other
+        missing neighbour is dropped once the deadline has passed, unless it acknowledged
+        our value for this round (it is alive, only slow: perhaps itself waiting for a dead
+        neighbour); those are waited for up to `patience_s`. Without this, one dead node
+        would make its neighbours late and their other neighbours drop them in turn. Later
+        values for a closed round are refused; dropped neighbours are logged.
         """
         if round_index != self._open_round:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
@@ -68,11 +80,13 @@ class RoundInbox:
         started = loop.time()
         async with self._changed:
             while True:
-                missing = {peer for peer in self._neighbours if peer not in self._values[round_index]}
+                cut_off = fates.unreachable.issuperset(self._neighbours)
+                awaited = {peer for peer in self._neighbours if peer not in self._values[round_index]
+                           and (cut_off or peer not in fates.unreachable)}
                 elapsed = loop.time() - started
-                if not missing or elapsed >= patience_s:
+                if not awaited or elapsed >= patience_s:
                     break
-                if elapsed >= deadline_s and not missing & set(confirmed_alive()):
+                if elapsed >= deadline_s and not awaited & fates.alive:
                     break
                 wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
                 try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,16 @@ import numpy as np
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The fate of one message: delivered or not, after how many attempts, and why not."""
+
+    delivered: bool
+    attempts: int
+    failure: str = ""
+    unreachable: bool = False  # the last attempt found no connection to the peer at all
 
 
 class Journal:
@@ -32,16 +44,19 @@ class Journal:
         self._view = ViewLogWriter(self.log_dir / VIEW_LOG_NAME, public)
         self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private, mode=0o600)
 
-    async def _append(self, writer: ViewLogWriter, record: viewlog_pb2.Record) -> None:
-        await asyncio.to_thread(writer.append, record)
+    async def _append(self, writer: ViewLogWriter, *records: viewlog_pb2.Record) -> None:
+        await asyncio.to_thread(writer.append_many, records)
 
-    async def sent(
-        self, peer: int, round_index: int, value: np.ndarray, *, delivered: bool, attempts: int, failure: str = ""
-    ) -> None:
-        record = viewlog_pb2.MessageSent(
-            peer=peer, round=round_index, payload=to_tensor(value), delivered=delivered, attempts=attempts, failure=failure
-        )
-        await self._append(self._view, viewlog_pb2.Record(sent=record))
+    async def sent(self, round_index: int, value: np.ndarray, deliveries: Mapping[int, Delivery]) -> None:
+        """One round's value and what became of it at each neighbour, made durable together."""
+        payload = to_tensor(value)
+        records = [
+            viewlog_pb2.Record(sent=viewlog_pb2.MessageSent(
+                peer=peer, round=round_index, payload=payload, delivered=delivery.delivered,
+                attempts=delivery.attempts, failure=delivery.failure))
+            for peer, delivery in sorted(deliveries.items())
+        ]
+        await self._append(self._view, *records)
 
     async def received(self, peer: int, round_index: int, value: np.ndarray) -> None:
         record = viewlog_pb2.MessageReceived(peer=peer, round=round_index, payload=to_tensor(value))

@@ -1,7 +1,8 @@
 """Sending a node's value to its neighbours: bounded retries within a deadline, then log.
 
-Every message is logged as sent once its fate is known (delivered or not, after how many
-attempts), with the full-precision payload.
+Once the fate of every message of a round is known (delivered or not, after how many
+attempts), they are logged as sent together, with the full-precision payload: one fsync
+per round rather than one per neighbour.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from netdp.v1 import peer_pb2
 from node.codec import pack
-from node.journal import Journal
+from node.journal import Delivery, Journal
 from node.transport.base import LinkError, PeerLink
 
 RETRY_BACKOFF_S = 0.05
@@ -33,47 +34,50 @@ class Outbox:
         self._attempts = attempts
 
     async def broadcast(self, round_index: int, value: np.ndarray, budget_s: float,
-                        on_delivered: Callable[[int], Awaitable[None]]) -> dict[int, bool]:
+                        on_fate: Callable[[int, Delivery], Awaitable[None]]) -> dict[int, bool]:
         """Send the round's value to every neighbour concurrently; return who got it.
 
-        `on_delivered(peer)` runs as soon as a peer acknowledged: proof that it is alive.
+        `on_fate(peer, delivery)` runs as soon as a message's fate is known: an
+        acknowledgement proves the peer alive, a final failure to connect shows it unreachable.
+        In round 0 a send waits for the peer to come up (peers start at different times);
+        later, a peer that cannot be connected to fails at once.
         """
         data, shape = pack(value)
         envelope = peer_pb2.Envelope(
             run_id=self._run_id, protocol=self._protocol, sender=self._sender, round=round_index, shape=shape
         )
         peers = sorted(self._links)
+        wait_for_peer = round_index == 0
         outcomes = await asyncio.gather(
-            *(self._send(peer, envelope, data, value, budget_s, on_delivered) for peer in peers))
-        return dict(zip(peers, outcomes))
+            *(self._send(peer, envelope, data, budget_s, wait_for_peer, on_fate) for peer in peers))
+        deliveries = dict(zip(peers, outcomes))
+        await self._journal.sent(round_index, value, deliveries)
+        return {peer: delivery.delivered for peer, delivery in deliveries.items()}
 
-    async def _send(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, value: np.ndarray,
-                    budget_s: float, on_delivered: Callable[[int], Awaitable[None]]) -> bool:
+    async def _send(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, budget_s: float,
+                    wait_for_peer: bool, on_fate: Callable[[int, Delivery], Awaitable[None]]) -> Delivery:
+        delivery = await self._deliver(peer, envelope, data, budget_s, wait_for_peer)
+        await on_fate(peer, delivery)
+        return delivery
+
+    async def _deliver(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, budget_s: float,
+                       wait_for_peer: bool) -> Delivery:
+        """Up to `attempts` tries within the budget, backing off after each retryable failure."""
         deadline = time.monotonic() + budget_s
-        failure = ""
-        attempt = 0
-        delivered = False
-        while attempt < self._attempts:
-            attempt += 1
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                failure = failure or "deadline passed before sending"
-                break
+        failure: LinkError | None = None
+        attempts = 0
+        while attempts < self._attempts and (remaining := deadline - time.monotonic()) > 0:
+            attempts += 1
             try:
-                await self._links[peer].send(envelope, data, remaining)
-                delivered = True
-                break
+                await self._links[peer].send(envelope, data, remaining, wait_for_peer=wait_for_peer)
+                return Delivery(True, attempts)
             except LinkError as exc:
-                # A retry after a lost acknowledgement finds the value already there.
-                if exc.code == "ALREADY_EXISTS" and attempt > 1:
-                    delivered = True
-                    break
-                failure = str(exc)
+                if exc.code == "ALREADY_EXISTS" and attempts > 1:
+                    return Delivery(True, attempts)  # a retry after a lost acknowledgement finds it there
+                failure = exc
                 if not exc.retryable:
                     break
-                await asyncio.sleep(min(RETRY_BACKOFF_S * attempt, max(0.0, deadline - time.monotonic())))
-        if delivered:
-            await on_delivered(peer)
-        await self._journal.sent(peer, envelope.round, value, delivered=delivered, attempts=attempt,
-                                 failure="" if delivered else failure)
-        return delivered
+                await asyncio.sleep(min(RETRY_BACKOFF_S * attempts, max(0.0, deadline - time.monotonic())))
+        if failure is None:
+            return Delivery(False, attempts, "deadline passed before sending")
+        return Delivery(False, attempts, str(failure), unreachable=failure.unreachable)

@@ -16,7 +16,8 @@ import numpy as np
 
 from netdp.v1 import viewlog_pb2
 from node.data import clip_to_ball
-from node.journal import Journal
+from node.inbox import NeighbourFates
+from node.journal import Delivery, Journal
 from node.noise import GaussianSampler
 from node.outbox import Outbox
 from node.protocols.muffliato import PROTOCOL_NAME, run_gossip
@@ -85,15 +86,20 @@ class Peer:
             if before_round is not None:
                 before_round(round_index)
             budget = network.startup_deadline_s if round_index == 0 else network.round_deadline_s
-            alive: set[int] = set()
+            fates = NeighbourFates()
 
-            async def confirm(peer: int) -> None:
-                alive.add(peer)
+            async def record_fate(peer: int, delivery: Delivery) -> None:
+                if delivery.delivered:
+                    fates.alive.add(peer)
+                elif delivery.unreachable:
+                    fates.unreachable.add(peer)
+                else:  # it answered with a refusal: alive, but it says nothing about its own value
+                    return
                 await self.receiver.inbox.wake()
 
-            sending = asyncio.create_task(outbox.broadcast(round_index, value, budget, confirm))
+            sending = asyncio.create_task(outbox.broadcast(round_index, value, budget, record_fate))
             received = await self.receiver.inbox.collect(
-                round_index, budget, patience_s=budget * network.patience_factor, confirmed_alive=lambda: alive)
+                round_index, budget, patience_s=budget * network.patience_factor, fates=fates)
             await sending
             return received
 

@@ -2,8 +2,8 @@
 
 File layout: an 8-byte magic, then records. Each record is framed as
 ``<u32 little-endian length><u32 little-endian CRC-32 of the body><body>`` where the body
-is a serialized ``netdp.v1.Record``. Every append is flushed and fsync'd before it returns,
-so anything a node acknowledged is on disk. A reader returns every complete record and
+is a serialized ``netdp.v1.Record``. Every append (one record, or a batch written together)
+is flushed and fsync'd before it returns, so anything a node acknowledged is on disk. A reader returns every complete record and
 reports, never hides, a torn or corrupt tail.
 
 A node keeps two logs: the public view (``view.log``: what it sent and received) and the
@@ -18,6 +18,7 @@ import struct
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -71,7 +72,7 @@ def encode_record(record: viewlog_pb2.Record) -> bytes:
 
 
 class ViewLogWriter:
-    """Append-only, fsync-per-record writer. Safe to call from several threads."""
+    """Append-only writer that fsyncs every append. Safe to call from several threads."""
 
     def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644) -> None:
         self.path = Path(path)
@@ -89,12 +90,18 @@ class ViewLogWriter:
 
     def append(self, record: viewlog_pb2.Record) -> None:
         """Stamp, write and fsync one record before returning."""
-        record.logged_unix = time.time()
-        frame = encode_record(record)
+        self.append_many([record])
+
+    def append_many(self, records: Sequence[viewlog_pb2.Record]) -> None:
+        """Stamp and write several records, then fsync once: durable together before returning."""
+        now = time.time()
+        for record in records:
+            record.logged_unix = now
+        frames = b"".join(encode_record(record) for record in records)
         with self._lock:
             if self._file.closed:
                 raise ValueError(f"{self.path} is closed")
-            self._file.write(frame)
+            self._file.write(frames)
             os.fsync(self._file.fileno())
 
     def close(self) -> None:

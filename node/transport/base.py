@@ -22,12 +22,21 @@ class LinkError(Exception):
     def retryable(self) -> bool:
         return self.code in RETRYABLE_CODES
 
+    @property
+    def unreachable(self) -> bool:
+        """No connection to the peer (dead, cut off or not up yet), as opposed to a peer that answered."""
+        return self.code == "UNAVAILABLE"
+
 
 class PeerLink(Protocol):
     """A long-lived connection to one neighbour."""
 
-    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> None:
-        """Deliver one message; return once the peer durably logged it, else raise LinkError."""
+    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
+        """Deliver one message; return once the peer durably logged it, else raise LinkError.
+
+        With `wait_for_peer`, a peer not yet reachable is waited for until the timeout;
+        without, an unreachable peer fails the attempt at once.
+        """
         ...
 
     async def close(self) -> None: ...

@@ -1,4 +1,5 @@
-"""Client side: one long-lived gRPC channel per neighbour, messages streamed in chunks."""
+"""Client side: one long-lived gRPC channel per neighbour; a message that fits one chunk
+goes in a unary call, a larger one is streamed in chunks."""
 
 from __future__ import annotations
 
@@ -31,9 +32,13 @@ class GrpcPeerLink:
         self._stub = peer_pb2_grpc.PeerStub(self._channel)
         self._chunk_bytes = chunk_bytes
 
-    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> None:
+    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
         try:
-            await self._stub.Gossip(self._chunks(envelope, data), timeout=timeout_s, wait_for_ready=True)
+            if len(data) <= self._chunk_bytes:
+                await self._stub.Deliver(peer_pb2.Chunk(envelope=envelope, data=data), timeout=timeout_s,
+                                         wait_for_ready=wait_for_peer)
+            else:
+                await self._stub.Gossip(self._chunks(envelope, data), timeout=timeout_s, wait_for_ready=wait_for_peer)
         except grpc.aio.AioRpcError as exc:
             raise LinkError(exc.code().name, exc.details() or "") from None
 

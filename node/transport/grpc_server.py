@@ -1,8 +1,9 @@
 """The node's gRPC server: the Peer service, the standard health and reflection services.
 
-The servicer reassembles a streamed payload, refusing it as soon as it grows past what a
-valid message can hold (or a chunk does not decode, or a chunk after the first carries an
-envelope), and passes it with the authenticated identity to the Receiver.
+The servicer takes a message as one unary chunk or as a stream of chunks, reassembles it
+(refusing it as soon as it grows past what a valid message can hold, a chunk does not
+decode, or a chunk after the first carries an envelope), and passes it with the
+authenticated identity to the Receiver.
 """
 
 from __future__ import annotations
@@ -33,10 +34,18 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
 
     async def Gossip(self, request_iterator: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                      ) -> peer_pb2.Receipt:
+        return await self._receive(request_iterator, context)
+
+    async def Deliver(self, request: peer_pb2.Chunk, context: grpc.aio.ServicerContext) -> peer_pb2.Receipt:
+        return await self._receive(_single(request), context)
+
+    async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
+                       ) -> peer_pb2.Receipt:
+        """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status."""
         envelope = peer_pb2.Envelope()
         try:
             identity = self._authenticate(context) if self._authenticate else None
-            envelope, data = await self._reassemble(request_iterator, identity)
+            envelope, data = await self._reassemble(chunks, identity)
             await self._receiver.accept(envelope, data, identity)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
@@ -74,6 +83,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         refusal = Refusal(code, detail)
         await self._receiver.reject(envelope, refusal)
         raise refusal
+
+
+async def _single(chunk: peer_pb2.Chunk) -> AsyncIterator[peer_pb2.Chunk]:
+    """A unary message as the one-chunk stream it is equivalent to."""
+    yield chunk
 
 
 async def start_server(receiver: Receiver, node_id: int, address: str, *,

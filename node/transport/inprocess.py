@@ -29,8 +29,8 @@ class InProcessLink:
         self._sender = sender
         self._receiver = receiver
 
-    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> None:
-        if self._receiver is None:
+    async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
+        if self._receiver is None:  # an absent peer never comes up, so waiting for it is pointless
             raise LinkError("UNAVAILABLE", "peer is not running")
         try:
             await asyncio.wait_for(self._receiver.accept(envelope, data, self._sender), timeout_s)

@@ -13,7 +13,7 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
-from node.inbox import RoundInbox
+from node.inbox import NeighbourFates, RoundInbox
 from node.journal import Journal
 from node.noise import SecureGaussianSampler, SimulationSampler
 from node.protocols.muffliato import mix
@@ -33,6 +33,11 @@ def ring_topology(n: int = 6, *, sigma: float = 0.0, rounds: int = 5, accelerate
                                  accelerated=accelerated, dimension=2),
         network=NetworkParams(round_deadline_s=round_deadline_s, startup_deadline_s=round_deadline_s),
     )
+
+
+def waited_s(drop: viewlog_pb2.DropOut) -> float:
+    """How long the node waited before dropping the peer, from the logged reason 'no value after X s'."""
+    return float(drop.reason.removeprefix("no value after ").removesuffix(" s"))
 
 
 def test_generated_stubs_match_the_proto_files(tmp_path):
@@ -59,7 +64,7 @@ async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
     with pytest.raises(Refusal) as duplicate:
         await inbox.deliver(1, 0, np.zeros(2))
     assert duplicate.value.code == "ALREADY_EXISTS"
-    values = await inbox.collect(0, 0.05, patience_s=0.05, confirmed_alive=set)
+    values = await inbox.collect(0, 0.05, patience_s=0.05, fates=NeighbourFates())
     assert set(values) == {1} and np.array_equal(values[1], np.ones(2))
     with pytest.raises(Refusal) as closed:
         await inbox.deliver(2, 0, np.ones(2))
@@ -67,6 +72,41 @@ async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
     journal.close()
     kinds = [r.WhichOneof("kind") for r in read_log(tmp_path / VIEW_LOG_NAME).records]
     assert kinds == ["header", "received", "received", "drop_out"]
+
+
+async def test_an_unreachable_neighbour_is_dropped_without_waiting_for_the_deadline(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundInbox((1, 2), journal)
+    await inbox.deliver(1, 0, np.ones(2))
+    values = await asyncio.wait_for(
+        inbox.collect(0, 3600.0, patience_s=3600.0, fates=NeighbourFates(unreachable={2})), timeout=10.0)
+    assert set(values) == {1}
+    journal.close()
+    (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
+    assert (drop.peer, drop.round) == (2, 0)
+
+
+async def test_a_node_that_reaches_no_neighbour_still_waits_the_deadline(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundInbox((1, 2), journal)
+    await inbox.collect(0, 0.3, patience_s=3600.0, fates=NeighbourFates(unreachable={1, 2}))
+    journal.close()
+    drops = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
+    assert sorted(d.peer for d in drops) == [1, 2]
+    assert all(waited_s(d) >= 0.3 for d in drops), [d.reason for d in drops]
+
+
+async def test_a_neighbour_that_acknowledged_is_waited_for_past_the_deadline(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundInbox((1,), journal)
+    collecting = asyncio.create_task(
+        inbox.collect(0, 0.01, patience_s=3600.0, fates=NeighbourFates(alive={1})))
+    await asyncio.sleep(0.2)  # well past the deadline: an unconfirmed neighbour would be dropped by now
+    assert not collecting.done()
+    await inbox.deliver(1, 0, np.ones(2))
+    assert set(await asyncio.wait_for(collecting, timeout=10.0)) == {1}
+    journal.close()
+    assert not read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
 
 
 def test_mix_moves_a_dropped_neighbours_weight_to_the_self_loop():
@@ -77,7 +117,7 @@ def test_mix_moves_a_dropped_neighbours_weight_to_the_self_loop():
 
 @pytest.mark.parametrize("accelerated", [True, False])
 def test_an_absent_node_is_dropped_every_round_and_the_others_follow_the_realized_weights(tmp_path, accelerated):
-    topology = ring_topology(accelerated=accelerated)
+    topology = ring_topology(accelerated=accelerated, round_deadline_s=3600.0)
     values = np.arange(12, dtype=float).reshape(6, 2) / 10
     outcomes = asyncio.run(run_inprocess(topology, values, tmp_path, lambda v: SimulationSampler(v), absent={2}))
     assert sorted(outcomes) == [0, 1, 3, 4, 5]
@@ -97,6 +137,8 @@ def test_an_absent_node_is_dropped_every_round_and_the_others_follow_the_realize
     for v in (1, 3):
         drops = read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).of_kind("drop_out")
         assert sorted(d.round for d in drops) == list(range(topology.protocol.rounds))
+        # Unreachable, so dropped at once each round rather than after the hour-long deadline.
+        assert all(waited_s(d) < 60 for d in drops), [d.reason for d in drops]
 
 
 def test_no_seed_or_private_value_reaches_the_view_log(tmp_path):
