@@ -21,7 +21,9 @@ from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.receiver import Receiver
 from node.refusal import Refusal, RefusalCode
 
+# The caller's node id proved by its TLS certificate; None if the certificate names no node.
 Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
+PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
@@ -32,12 +34,12 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self._node_id = node_id
         self._authenticate = authenticate
 
-    async def Gossip(self, request_iterator: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
+    async def Gossip(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
                      ) -> peer_pb2.Receipt:
-        return await self._receive(request_iterator, context)
+        return await self._receive(_parsed(request_iterator), context)
 
-    async def Deliver(self, request: peer_pb2.Chunk, context: grpc.aio.ServicerContext) -> peer_pb2.Receipt:
-        return await self._receive(_single(request), context)
+    async def Deliver(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Receipt:
+        return await self._receive(_parsed(_single(request)), context)
 
     async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                        ) -> peer_pb2.Receipt:
@@ -64,6 +66,9 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     if not chunk.HasField("envelope"):
                         await self._refuse(None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
                     envelope = chunk.envelope
+                    if self._authenticate is not None and identity is None:
+                        await self._refuse(envelope, "PERMISSION_DENIED",
+                                           "the client certificate names no node of this cluster")
                     await self._receiver.admit(envelope, identity)
                 elif chunk.HasField("envelope"):
                     await self._refuse(envelope, "INVALID_ARGUMENT", "only the first chunk may carry an envelope")
@@ -85,9 +90,29 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         raise refusal
 
 
-async def _single(chunk: peer_pb2.Chunk) -> AsyncIterator[peer_pb2.Chunk]:
+async def _single(message: bytes) -> AsyncIterator[bytes]:
     """A unary message as the one-chunk stream it is equivalent to."""
-    yield chunk
+    yield message
+
+
+async def _parsed(messages: AsyncIterator[bytes]) -> AsyncIterator[peer_pb2.Chunk]:
+    """Parse each wire message when the reader asks for it, so a DecodeError reaches the reader."""
+    async for wire in messages:
+        yield peer_pb2.Chunk.FromString(wire)
+
+
+def add_peer_service(servicer: PeerServicer, server: grpc.aio.Server) -> None:
+    """Register the Peer service with requests left as bytes.
+
+    The servicer parses them itself, so that a unary request that is not a Chunk is refused
+    and logged like a bad chunk of a stream, rather than answered by gRPC with a bare error.
+    """
+    receipt = peer_pb2.Receipt.SerializeToString
+    handlers = {
+        "Gossip": grpc.stream_unary_rpc_method_handler(servicer.Gossip, response_serializer=receipt),
+        "Deliver": grpc.unary_unary_rpc_method_handler(servicer.Deliver, response_serializer=receipt),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(PEER_SERVICE, handlers),))
 
 
 async def start_server(receiver: Receiver, node_id: int, address: str, *,
@@ -95,11 +120,11 @@ async def start_server(receiver: Receiver, node_id: int, address: str, *,
                        authenticate: Authenticator | None) -> tuple[grpc.aio.Server, HealthServicer]:
     """Bind and start the server; health reports SERVING once it listens."""
     server = grpc.aio.server()
-    peer_pb2_grpc.add_PeerServicer_to_server(PeerServicer(receiver, node_id, authenticate), server)
+    add_peer_service(PeerServicer(receiver, node_id, authenticate), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     service_names = (
-        peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name,
+        PEER_SERVICE,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
     )

@@ -7,6 +7,8 @@ while the test plays other peers with their real certificates. It proves that
 * a message is accepted only if the TLS identity is the claimed sender *and* a neighbour:
   otherwise PERMISSION_DENIED, and a `rejected` record naming the claimed sender and the
   reason is already in node 0's view log when the client hears the status;
+* a certificate of this cluster's CA that names no node (a tool's, say) speaks for nobody:
+  PERMISSION_DENIED and logged, whatever sender it claims;
 * a certificate from another cluster's CA, or no client certificate at all, is stopped by
   the TLS handshake (UNAVAILABLE), so nothing reaches the servicer or the view log;
 * the same client path with a neighbour's own certificate and a well-formed round-0 value is
@@ -16,6 +18,7 @@ while the test plays other peers with their real certificates. It proves that
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,8 +27,13 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from coordinator_tools import cli
+from coordinator_tools.certs import CA_KEY_FILE
 from coordinator_tools.cluster.launch import LaunchOptions, prepare_rundir, start_node_process
 from coordinator_tools.datasets import node_data_file
 from netdp.v1 import viewlog_pb2
@@ -128,6 +136,40 @@ async def test_a_valid_certificate_may_only_speak_for_its_own_neighbouring_node(
     assert [record.WhichOneof("kind") for record in new] == ["rejected"]
     assert new[0].rejected == viewlog_pb2.Rejected(
         claimed_sender=claims, round=0, status_code="PERMISSION_DENIED", detail=detail)
+
+
+def unnamed_cluster_certificate(node: ProbedNode) -> grpc.ChannelCredentials:
+    """Signed by this cluster's own CA, but for a tool rather than a node: CN `netdp-monitor`."""
+    ca_key = serialization.load_pem_private_key((node.certs / CA_KEY_FILE).read_bytes(), password=None)
+    ca_pem = (node.certs / CA_FILE).read_bytes()
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "netdp-monitor")]))
+        .issuer_name(x509.load_pem_x509_certificate(ca_pem).subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return grpc.ssl_channel_credentials(root_certificates=ca_pem, private_key=key_pem,
+                                        certificate_chain=certificate.public_bytes(serialization.Encoding.PEM))
+
+
+async def test_a_cluster_certificate_that_names_no_node_speaks_for_nobody(node: ProbedNode):
+    before = len(node.log_records())
+    reply = await node.gossip_as(unnamed_cluster_certificate(node), claims=NEIGHBOUR_B)
+    detail = "the client certificate names no node of this cluster"
+    assert reply == Reply(grpc.StatusCode.PERMISSION_DENIED, detail)
+    new = node.log_records()[before:]
+    assert [record.WhichOneof("kind") for record in new] == ["rejected"]
+    assert new[0].rejected == viewlog_pb2.Rejected(
+        claimed_sender=NEIGHBOUR_B, round=0, status_code="PERMISSION_DENIED", detail=detail)
 
 
 def foreign_ca_certificate(node: ProbedNode) -> grpc.ChannelCredentials:

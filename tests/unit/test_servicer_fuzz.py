@@ -36,7 +36,7 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
-from node.inbox import RoundInbox
+from node.inbox import NeighbourFates, RoundInbox
 from node.journal import Journal
 from node.receiver import Receiver
 from node.topology import MuffliatoParams
@@ -59,6 +59,7 @@ PAYLOAD_BYTES = 8 * DIMENSION
 OPEN_ROUND = 1
 OPEN_ROUNDS = (OPEN_ROUND, OPEN_ROUND + 1)
 GOSSIP = "/netdp.v1.Peer/Gossip"
+DELIVER = "/netdp.v1.Peer/Deliver"
 # A status detail is a line a person reads; attacker-sized echoes would also break gRPC's metadata limit.
 MAX_DETAIL_CHARS = 500
 UINT32_MAX, UINT64_MAX = 2**32 - 1, 2**64 - 1
@@ -174,6 +175,7 @@ class Probe:
 
     stream: list[bytes]
     identity: int | None = None  # None: plain-text mode, the node knows no identity
+    unary: bool = False  # a one-message stream sent as the unary Deliver call instead of Gossip
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,8 @@ def framed(envelope: peer_pb2.Envelope, parts: Sequence[bytes]) -> list[bytes]:
 def well_framed(draw: st.DrawFn) -> Probe:
     """Every envelope field, the payload and the caller's identity fuzzed; the chunk layout is the sender's."""
     claim = draw(claims())
-    return Probe(framed(claim.envelope, draw(pieces(claim.payload))), claim.identity)
+    stream = framed(claim.envelope, draw(pieces(claim.payload)))
+    return Probe(stream, claim.identity, unary=len(stream) == 1 and draw(st.booleans()))
 
 
 @st.composite
@@ -257,7 +260,7 @@ def garbled(draw: st.DrawFn) -> Probe:
             stream[position] = flip_bits(stream[position], draw(bit_sets(len(stream[position]))))
         else:
             stream.insert(position, draw(st.binary(min_size=1, max_size=40)))
-    return Probe(stream, probe.identity)
+    return Probe(stream, probe.identity, unary=len(stream) == 1 and draw(st.booleans()))
 
 
 # --- a live node -----------------------------------------------------------------------------
@@ -282,7 +285,7 @@ async def live_node(log_dir: Path, identity: int | None,
     """
     journal = journal_class(log_dir, viewlog_pb2.RunHeader(run_id=RUN_ID, protocol=PROTOCOL, node_id=NODE))
     receiver = Receiver(TOPOLOGY, NODE, journal)
-    await receiver.inbox.collect(0, 0.0, patience_s=0.0, confirmed_alive=set)
+    await receiver.inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
     await receiver.inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
     server, health = await start_server(receiver, NODE, address, credentials=None,
@@ -315,24 +318,29 @@ class Answer:
     receipt: peer_pb2.Receipt | None
 
 
-def blocking_gossip(address: str, stream: Sequence[bytes], timeout_s: float) -> Answer:
-    """One Gossip call of pre-serialized messages, so the server's own deserializer sees these bytes.
+def blocking_gossip(address: str, stream: Sequence[bytes], timeout_s: float, unary: bool) -> Answer:
+    """One call of pre-serialized messages, so the server's own parsing sees these bytes.
 
-    A blocking client: the asyncio one may report INTERNAL instead of the server's status when the
+    Gossip streams them; with `unary`, the one message goes in a Deliver call. A blocking
+    client: the asyncio one may report INTERNAL instead of the server's status when the
     server ends a stream that the client is still writing (grpc/grpc#36066).
     """
     with grpc.insecure_channel(address) as channel:
-        call = channel.stream_unary(GOSSIP, request_serializer=None, response_deserializer=peer_pb2.Receipt.FromString)
+        decode = peer_pb2.Receipt.FromString
         try:
-            receipt = call(iter(stream), timeout=timeout_s)
+            if unary:
+                (single,) = stream
+                receipt = channel.unary_unary(DELIVER, response_deserializer=decode)(single, timeout=timeout_s)
+            else:
+                receipt = channel.stream_unary(GOSSIP, response_deserializer=decode)(iter(stream), timeout=timeout_s)
         except grpc.RpcError as error:
             return Answer(error.code(), error.details() or "", None)
     return Answer(grpc.StatusCode.OK, "", receipt)
 
 
-async def gossip(node: LiveNode, stream: Sequence[bytes], *, timeout_s: float = 10.0) -> Answer:
+async def gossip(node: LiveNode, stream: Sequence[bytes], *, timeout_s: float = 10.0, unary: bool = False) -> Answer:
     """Call from a worker thread while the server keeps running on this event loop."""
-    return await asyncio.to_thread(blocking_gossip, node.address, stream, timeout_s)
+    return await asyncio.to_thread(blocking_gossip, node.address, stream, timeout_s, unary)
 
 
 def blocking_health(address: str) -> int:
@@ -359,8 +367,8 @@ async def check_probe(probe: Probe) -> None:
             log_before = read_log(node.log_path).records
             state_before = inbox_state(node.receiver.inbox)
             expected = expected_outcome(stream, stored_slots(state_before), identity)
-            event(f"expected {expected.code}")
-            answer = await gossip(node, stream)
+            event(f"expected {expected.code} via {'Deliver' if probe.unary else 'Gossip'}")
+            answer = await gossip(node, stream, unary=probe.unary)
             assert answer.code.name == expected.code, answer.detail
             log = read_log(node.log_path)
             assert log.damage is None
@@ -403,6 +411,7 @@ def message(sender: int, round_index: int, **changes: object) -> list[bytes]:
 @FUZZ
 @given(probe=well_framed())
 @example(probe=Probe(message(NEIGHBOURS[1], OPEN_ROUNDS[-1])))  # OK
+@example(probe=Probe(message(NEIGHBOURS[1], OPEN_ROUNDS[-1]), unary=True))  # OK, as one unary call
 @example(probe=Probe(message(NEIGHBOURS[0], OPEN_ROUND)))  # ALREADY_EXISTS (stored before each example)
 @example(probe=Probe(message(NEIGHBOURS[1], OPEN_ROUND - 1)))  # FAILED_PRECONDITION: a replay
 @example(probe=Probe(message(NEIGHBOURS[1], OPEN_ROUNDS[-1] + 1)))  # OUT_OF_RANGE
@@ -422,6 +431,7 @@ def test_chunk_layouts_other_than_envelope_first_are_refused(runner: asyncio.Run
 @FUZZ
 @given(probe=garbled())
 @example(probe=Probe([b"\xff"]))
+@example(probe=Probe([b"\xff"], unary=True))
 @example(probe=Probe([*message(NEIGHBOURS[1], OPEN_ROUND, data=b""), b"\x12\x05\x00"]))  # torn second chunk
 def test_bytes_that_are_not_a_chunk_are_refused_and_logged(runner: asyncio.Runner, probe: Probe) -> None:
     runner.run(check_probe(probe))
@@ -455,10 +465,10 @@ class StallingJournal(Journal):
 
     stall_s = 0.0
 
-    async def _append(self, writer: ViewLogWriter, record: viewlog_pb2.Record) -> None:
+    async def _append(self, writer: ViewLogWriter, *records: viewlog_pb2.Record) -> None:
         def stalled_append() -> None:
             time.sleep(self.stall_s)
-            writer.append(record)
+            writer.append_many(records)
 
         await asyncio.to_thread(stalled_append)
 
