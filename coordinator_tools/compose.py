@@ -84,6 +84,9 @@ def compose_document(
             "volumes": volumes,
             "networks": [NETWORK],
             "restart": "no",
+            # docker's init as PID 1 passes SIGTERM on, and the node's default handling applies even
+            # before its own handler is installed (PID 1 would ignore it: `docker stop` would wait).
+            "init": True,
             "healthcheck": {
                 "test": ["CMD", "python", "-m", "node.healthcheck", "--address", node.address, "--id", str(node.id),
                          *security],

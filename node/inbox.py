@@ -23,7 +23,8 @@ class NeighbourFates:
     """What this round's own sends proved about the neighbours, filled in as they finish."""
 
     alive: set[int] = field(default_factory=set)  # acknowledged our value: alive, perhaps slow
-    unreachable: set[int] = field(default_factory=set)  # our value could not be delivered
+    unreachable: set[int] = field(default_factory=set)  # no connection: our value could not be delivered
+    moved_on: set[int] = field(default_factory=set)  # refused our value: it had closed the round already
 
 
 class RoundInbox:
@@ -67,7 +68,8 @@ class RoundInbox:
         A neighbour our own value could not reach is not waited for: it is dead or cut off,
         and waiting a deadline for it every round would stall the whole run. (If no
         neighbour is reachable, this node is more likely the one cut off: it waits as usual,
-        so that it is still in step when the network comes back.) Any other
+        so that it is still in step when the network comes back.) Nor is a neighbour that
+        has closed the round already: it is ahead, so this node hurries to catch up. Any other
         missing neighbour is dropped once the deadline has passed, unless it acknowledged
         our value for this round (it is alive, only slow: perhaps itself waiting for a dead
         neighbour); those are waited for up to `patience_s`. Without this, one dead node
@@ -82,7 +84,7 @@ class RoundInbox:
             while True:
                 cut_off = fates.unreachable.issuperset(self._neighbours)
                 awaited = {peer for peer in self._neighbours if peer not in self._values[round_index]
-                           and (cut_off or peer not in fates.unreachable)}
+                           and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
                 elapsed = loop.time() - started
                 if not awaited or elapsed >= patience_s:
                     break

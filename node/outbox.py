@@ -38,7 +38,8 @@ class Outbox:
         """Send the round's value to every neighbour concurrently; return who got it.
 
         `on_fate(peer, delivery)` runs as soon as a message's fate is known: an
-        acknowledgement proves the peer alive, a final failure to connect shows it unreachable.
+        acknowledgement proves the peer alive, a final failure to connect shows it unreachable,
+        a "round closed" refusal shows it has moved on.
         In round 0 a send waits for the peer to come up (peers start at different times);
         later, a peer that cannot be connected to fails at once.
         """
@@ -62,11 +63,17 @@ class Outbox:
 
     async def _deliver(self, peer: int, envelope: peer_pb2.Envelope, data: bytes, budget_s: float,
                        wait_for_peer: bool) -> Delivery:
-        """Up to `attempts` tries within the budget, backing off after each retryable failure."""
+        """Up to `attempts` failed tries within the budget, backing off after each retryable one.
+
+        A peer that is behind (it refuses rounds too far ahead) is asked again, less and less
+        often, until the budget runs out, without using up tries: it takes the value once it
+        catches up, which is how two nodes that drifted apart (a network cut) get back in step.
+        """
         deadline = time.monotonic() + budget_s
         failure: LinkError | None = None
-        attempts = 0
-        while attempts < self._attempts and (remaining := deadline - time.monotonic()) > 0:
+        attempts = failures = 0
+        behind_pause = RETRY_BACKOFF_S
+        while failures < self._attempts and (remaining := deadline - time.monotonic()) > 0:
             attempts += 1
             try:
                 await self._links[peer].send(envelope, data, remaining, wait_for_peer=wait_for_peer)
@@ -75,9 +82,15 @@ class Outbox:
                 if exc.code == "ALREADY_EXISTS" and attempts > 1:
                     return Delivery(True, attempts)  # a retry after a lost acknowledgement finds it there
                 failure = exc
-                if not exc.retryable:
-                    break
-                await asyncio.sleep(min(RETRY_BACKOFF_S * attempts, max(0.0, deadline - time.monotonic())))
+                if exc.peer_behind:
+                    pause, behind_pause = behind_pause, 2 * behind_pause
+                else:
+                    failures += 1
+                    if not exc.retryable:
+                        break
+                    pause = RETRY_BACKOFF_S * failures
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         if failure is None:
             return Delivery(False, attempts, "deadline passed before sending")
-        return Delivery(False, attempts, str(failure), unreachable=failure.unreachable)
+        return Delivery(False, attempts, str(failure), unreachable=failure.unreachable,
+                        peer_moved_on=failure.peer_moved_on)

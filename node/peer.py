@@ -93,7 +93,9 @@ class Peer:
                     fates.alive.add(peer)
                 elif delivery.unreachable:
                     fates.unreachable.add(peer)
-                else:  # it answered with a refusal: alive, but it says nothing about its own value
+                elif delivery.peer_moved_on:
+                    fates.moved_on.add(peer)
+                else:  # another refusal: it says nothing about the peer's own value
                     return
                 await self.receiver.inbox.wake()
 

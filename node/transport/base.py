@@ -27,6 +27,16 @@ class LinkError(Exception):
         """No connection to the peer (dead, cut off or not up yet), as opposed to a peer that answered."""
         return self.code == "UNAVAILABLE"
 
+    @property
+    def peer_behind(self) -> bool:
+        """The peer refused a round too far ahead of its own: it takes the value once it catches up."""
+        return self.code == "OUT_OF_RANGE"
+
+    @property
+    def peer_moved_on(self) -> bool:
+        """The peer has closed the round (or is in another run): it will neither take nor send a value for it."""
+        return self.code == "FAILED_PRECONDITION"
+
 
 class PeerLink(Protocol):
     """A long-lived connection to one neighbour."""

@@ -75,6 +75,7 @@ def test_one_service_per_node_with_mtls(topology, data_dir, certs_dir, tmp_path)
         service = document["services"][f"node-{v}"]
         assert (service["image"], service["hostname"], service["user"]) == ("netdp-node:test", f"node-{v}", USER)
         assert service["networks"] == ["netdp"]
+        assert service["init"] is True  # SIGTERM reaches the node even outside its own handler
         volumes = volume_map(service)
         assert volumes == {
             "/netdp/topology.json": ("./run/topology.json", "ro"),

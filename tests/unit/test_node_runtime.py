@@ -74,12 +74,13 @@ async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
     assert kinds == ["header", "received", "received", "drop_out"]
 
 
-async def test_an_unreachable_neighbour_is_dropped_without_waiting_for_the_deadline(tmp_path):
+@pytest.mark.parametrize("fates", [NeighbourFates(unreachable={2}), NeighbourFates(moved_on={2})],
+                         ids=["unreachable", "moved-on"])
+async def test_a_neighbour_whose_value_cannot_come_is_dropped_without_waiting_for_the_deadline(tmp_path, fates):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
     inbox = RoundInbox((1, 2), journal)
     await inbox.deliver(1, 0, np.ones(2))
-    values = await asyncio.wait_for(
-        inbox.collect(0, 3600.0, patience_s=3600.0, fates=NeighbourFates(unreachable={2})), timeout=10.0)
+    values = await asyncio.wait_for(inbox.collect(0, 3600.0, patience_s=3600.0, fates=fates), timeout=10.0)
     assert set(values) == {1}
     journal.close()
     (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
