@@ -167,6 +167,19 @@ def assert_audit_accounts_drop_outs(report: dict, cluster: ComposeCluster) -> No
     assert report["planned_vs_run"]["same_schedule"] is False
 
 
+def assert_run_went_on_without(cluster: ComposeCluster, stopped: int, audit_dir: Path) -> dict:
+    """The stopped node logged every round up to its last value, its neighbours dropped it after,
+    and the audit passes and counts exactly those rounds and drop-outs; returns the report."""
+    last = last_round_sent(cluster, stopped)
+    assert FAULT_ROUND <= last < ROUNDS - 1, f"the fault landed at round {last}"
+    assert_stopped_node_logged_until(cluster, stopped, last)
+    assert_neighbours_dropped_after(cluster, stopped, last)
+    report = audit_cleanly(cluster, audit_dir)
+    assert_audited_rounds(report, cluster, stopped, last)
+    assert_audit_accounts_drop_outs(report, cluster)
+    return report
+
+
 def arrival_lags(cluster: ComposeCluster, sender: int, late: int, early: int) -> list[float]:
     """Per round, how much later the sender's value reached `late` than `early` (their received records).
 
@@ -197,14 +210,7 @@ def test_sigkill_mid_run(cluster_run: ComposeRun, tmp_path):
     for name in (VIEW_LOG_NAME, PRIVATE_LOG_NAME):
         damage = read_node_log(cluster, KILLED, name).damage
         assert damage is None or damage.kind == "torn_tail", f"killed node's {name}: {damage}"
-    last = last_round_sent(cluster, KILLED)
-    assert FAULT_ROUND <= last < ROUNDS - 1, f"the kill landed at round {last}"
-    assert_stopped_node_logged_until(cluster, KILLED, last)
-    assert_neighbours_dropped_after(cluster, KILLED, last)
-
-    report = audit_cleanly(cluster, tmp_path / "audit")
-    assert_audited_rounds(report, cluster, KILLED, last)
-    assert_audit_accounts_drop_outs(report, cluster)
+    assert_run_went_on_without(cluster, KILLED, tmp_path / "audit")
 
 
 def test_network_cut_and_reconnect(cluster_run: ComposeRun, tmp_path):
@@ -260,15 +266,8 @@ def test_restarted_node_refuses_to_rejoin(cluster_run: ComposeRun, tmp_path):
         assert [r.WhichOneof("kind") for r in log.records].count("header") == 1, name
         assert max(r.logged_unix for r in log.records) < first_died, name
         assert (cluster.log_dir(RESTARTED) / name).stat().st_mtime < first_died, f"{name} changed after the stop"
-    last = last_round_sent(cluster, RESTARTED)
-    assert FAULT_ROUND <= last < ROUNDS - 1, f"the restart landed at round {last}"
-    assert_stopped_node_logged_until(cluster, RESTARTED, last)
-    assert_neighbours_dropped_after(cluster, RESTARTED, last)
-
-    report = audit_cleanly(cluster, tmp_path / "audit")
-    assert_audited_rounds(report, cluster, RESTARTED, last)
+    report = assert_run_went_on_without(cluster, RESTARTED, tmp_path / "audit")
     assert report["replay"]["nodes"][RESTARTED]["log"] == "intact"
-    assert_audit_accounts_drop_outs(report, cluster)
 
 
 def test_one_slow_link(cluster_run: ComposeRun, tmp_path):
