@@ -91,8 +91,11 @@ class RoundInbox:
                 if elapsed >= deadline_s and not awaited & fates.alive:
                     break
                 wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                # (SIGTERM) that arrives as the condition is notified, and the node would run on.
                 try:
-                    await asyncio.wait_for(self._changed.wait(), wake_after)
+                    async with asyncio.timeout(wake_after):
+                        await self._changed.wait()
                 except TimeoutError:
                     pass
             values = self._values.pop(round_index)
