@@ -36,6 +36,7 @@ class RoundInbox:
         self._window = window
         self._open_round = 0
         self._values: dict[int, dict[int, np.ndarray]] = defaultdict(dict)
+        self._used: set[tuple[int, int]] = set()  # (sender, round) of every value a closed round used
         self._changed = asyncio.Condition()
 
     @property
@@ -46,12 +47,14 @@ class RoundInbox:
     async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
         """Log and store a neighbour's value, or raise Refusal without touching any state."""
         async with self._changed:
+            if sender in self._values.get(round_index, {}) or (sender, round_index) in self._used:
+                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}")
             if round_index < self._open_round:
-                raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round})")
+                # Only a sender that was dropped hears this: it tells it not to wait for this node.
+                raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round}) "
+                              f"and node {sender} was dropped from it")
             if round_index > self._open_round + self._window:
                 raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
-            if sender in self._values[round_index]:
-                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}")
             await self._journal.received(sender, round_index, value)
             self._values[round_index][sender] = value
             self._changed.notify_all()
@@ -69,7 +72,7 @@ class RoundInbox:
         and waiting a deadline for it every round would stall the whole run. (If no
         neighbour is reachable, this node is more likely the one cut off: it waits as usual,
         so that it is still in step when the network comes back.) Nor is a neighbour that
-        has closed the round already: it is ahead, so this node hurries to catch up. Any other
+        closed the round without our value: it is ahead, so this node hurries to catch up. Any other
         missing neighbour is dropped once the deadline has passed, unless it acknowledged
         our value for this round (it is alive, only slow: perhaps itself waiting for a dead
         neighbour); those are waited for up to `patience_s`. Without this, one dead node
@@ -99,6 +102,7 @@ class RoundInbox:
                 except TimeoutError:
                     pass
             values = self._values.pop(round_index)
+            self._used.update((sender, round_index) for sender in values)
             self._open_round = round_index + 1
             waited = loop.time() - started
             for peer in self._neighbours:

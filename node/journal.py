@@ -27,7 +27,7 @@ class Delivery:
     attempts: int
     failure: str = ""
     unreachable: bool = False  # the last attempt found no connection to the peer at all
-    peer_moved_on: bool = False  # the peer had already closed the round
+    peer_moved_on: bool = False  # the peer had closed the round without our value
 
 
 class Journal:

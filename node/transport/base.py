@@ -34,7 +34,7 @@ class LinkError(Exception):
 
     @property
     def peer_moved_on(self) -> bool:
-        """The peer has closed the round (or is in another run): it will neither take nor send a value for it."""
+        """The peer closed the round without our value (or is in another run): it has moved past it."""
         return self.code == "FAILED_PRECONDITION"
 
 

@@ -68,7 +68,10 @@ async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
     assert set(values) == {1} and np.array_equal(values[1], np.ones(2))
     with pytest.raises(Refusal) as closed:
         await inbox.deliver(2, 0, np.ones(2))
-    assert closed.value.code == "FAILED_PRECONDITION"
+    assert closed.value.code == "FAILED_PRECONDITION"  # 2 was dropped from the closed round
+    with pytest.raises(Refusal) as used:
+        await inbox.deliver(1, 0, np.ones(2))
+    assert used.value.code == "ALREADY_EXISTS"  # 1's value was used: not a sign that 1 was dropped
     journal.close()
     kinds = [r.WhichOneof("kind") for r in read_log(tmp_path / VIEW_LOG_NAME).records]
     assert kinds == ["header", "received", "received", "drop_out"]
