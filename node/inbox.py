@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from node.journal import Journal
+from node.journal import Delivery, Journal
 from node.refusal import Refusal
 
 
@@ -25,6 +25,18 @@ class NeighbourFates:
     alive: set[int] = field(default_factory=set)  # acknowledged our value: alive, perhaps slow
     unreachable: set[int] = field(default_factory=set)  # no connection: our value could not be delivered
     moved_on: set[int] = field(default_factory=set)  # refused our value: it had closed the round already
+
+    def record(self, peer: int, delivery: Delivery) -> bool:
+        """File the fate of our message to `peer`; False if it says nothing about the peer's own value."""
+        if delivery.delivered:
+            self.alive.add(peer)
+        elif delivery.unreachable:
+            self.unreachable.add(peer)
+        elif delivery.peer_moved_on:
+            self.moved_on.add(peer)
+        else:
+            return False
+        return True
 
 
 class RoundInbox:

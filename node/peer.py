@@ -89,15 +89,8 @@ class Peer:
             fates = NeighbourFates()
 
             async def record_fate(peer: int, delivery: Delivery) -> None:
-                if delivery.delivered:
-                    fates.alive.add(peer)
-                elif delivery.unreachable:
-                    fates.unreachable.add(peer)
-                elif delivery.peer_moved_on:
-                    fates.moved_on.add(peer)
-                else:  # another refusal: it says nothing about the peer's own value
-                    return
-                await self.receiver.inbox.wake()
+                if fates.record(peer, delivery):
+                    await self.receiver.inbox.wake()
 
             sending = asyncio.create_task(outbox.broadcast(round_index, value, budget, record_fate))
             received = await self.receiver.inbox.collect(
