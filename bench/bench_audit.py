@@ -26,9 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the dense references live with the tests
 
-from coordinator_tools.audit.exact import view_geometry  # noqa: E402
-from coordinator_tools.audit.paper import message_sum  # noqa: E402
-from coordinator_tools.audit.transcript import Transcript, planned_transcript  # noqa: E402
+from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry  # noqa: E402
+from coordinator_tools.audit.protocols.muffliato.paper import message_sum  # noqa: E402
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript  # noqa: E402
 from coordinator_tools.theory import muffliato_t_stop, worst_case_spread  # noqa: E402
 from coordinator_tools.topology import generators  # noqa: E402
 from tests.accounting.reference import dense_geometry, dense_paper_sum, topology_from_graph  # noqa: E402
@@ -93,13 +93,13 @@ def main() -> None:
     }  # fmt: skip
     for graph_name in ("hypercube", "erdos_renyi"):
         exact = transcript_for(graph_name, options.exact_n, None)
-        geometry = view_geometry(exact, method="float")
+        geometry = transcript_geometry(exact, method="float")
         results[f"exact_{graph_name}"] = {
             "n": exact.n, "rounds": exact.rounds,
             "ill_conditioned_pairs": int(geometry.ill_conditioned.sum()),
             "reconstructable_pairs": int(geometry.reconstructable.sum()),
             **compare(f"exact losses, {graph_name} n={exact.n}, T={exact.rounds}",
-                      lambda: view_geometry(exact, method="float").lower, lambda: dense_geometry(exact)),
+                      lambda: transcript_geometry(exact, method="float").lower, lambda: dense_geometry(exact)),
         }  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "audit.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

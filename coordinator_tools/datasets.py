@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from node.errors import ConfigError
 from node.topology import load_topology
 
 NODE_FILE_PATTERN = "node-{id}"
+SEED_BITS = 31
 
 
 def synthetic_values(n: int, dimension: int, sensitivity: float, seed: int | None = None) -> np.ndarray:
@@ -50,9 +52,18 @@ def node_data_file(data_dir: Path, node_id: int) -> Path:
 def _generate_command(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     params = topology.protocol
-    values = synthetic_values(topology.n, params.dimension, params.sensitivity, args.seed)
-    write_node_files(values, args.out)
-    print(f"wrote {topology.n} data files to {args.out}")
+    dimension, sensitivity = getattr(params, "dimension", None), getattr(params, "sensitivity", None)
+    if dimension is None or sensitivity is None:
+        raise ConfigError(f"{args.topology}: protocol {params.name} publishes no vector dimension and sensitivity "
+                          "to generate data for")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise ConfigError(f"{out} is not empty; pass --force to overwrite its data files")
+    seed = secrets.randbits(SEED_BITS) if args.seed is None else args.seed
+    write_node_files(synthetic_values(topology.n, dimension, sensitivity, seed), out)
+    print(f"wrote {topology.n} data files to {out} (seed {seed}; pass --seed {seed} to make them again)")
     return 0
 
 
@@ -61,6 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     generate = data_sub.add_parser("generate", help="synthetic vectors for averaging, one file per node")
     generate.add_argument("topology", type=Path, help="topology file (gives n, dimension and sensitivity)")
-    generate.add_argument("--out", type=Path, required=True, help="folder for node-<id>.json files")
-    generate.add_argument("--seed", type=int, default=None, help="seed of the synthetic generator")
+    generate.add_argument("--out", type=Path, required=True, help="new or empty folder for node-<id>.json files")
+    generate.add_argument("--seed", type=int, default=None,
+                          help="seed of the synthetic generator (default: a fresh one, printed)")
+    generate.add_argument("--force", action="store_true", help="write into a folder that already holds files")
     generate.set_defaults(handler=_generate_command)

@@ -36,8 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     security = parser.add_mutually_exclusive_group(required=True)
     security.add_argument("--tls-dir", type=Path, help="folder with ca.pem, node.pem, node.key (from `netdp certs`)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC without authentication (demos only)")
-    parser.add_argument("--fault-kill-at-round", type=int, default=None, metavar="ROUND",
-                        help="fault injection for tests and experiments: SIGKILL this node as ROUND starts")
+    parser.add_argument("--fault-kill-at-step", "--fault-kill-at-round", type=int, default=None, metavar="STEP",
+                        dest="fault_kill_at_step",
+                        help="fault injection for tests and experiments: SIGKILL this node as its local step "
+                             "STEP starts (a round of synchronous gossip, a tick of its clock in async gossip)")
+    parser.add_argument("--fault-lose-replies", type=float, default=0.0, metavar="FRACTION",
+                        help="fault injection for tests and experiments: lose this fraction (0..1) of the replies "
+                             "to calls this node answers, after handling the request")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     return parser
 
@@ -48,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s node %(message)s")
     if args.sim_seed is not None and args.sampler != "simulation":
         print("netdp-node: error: --sim-seed only goes with --sampler simulation", file=sys.stderr)
+        return 2
+    if not 0.0 <= args.fault_lose_replies <= 1.0:
+        print("netdp-node: error: --fault-lose-replies takes a fraction in 0..1", file=sys.stderr)
         return 2
     if args.insecure:
         print(INSECURE_WARNING, file=sys.stderr)
@@ -60,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sampler=args.sampler,
             simulation_seed=args.sim_seed,
             tls_dir=None if args.insecure else args.tls_dir,
-            kill_at_round=args.fault_kill_at_round,
+            kill_at_step=args.fault_kill_at_step,
+            lost_reply_fraction=args.fault_lose_replies,
         )
         if not 0 <= config.node_id < config.topology.n:
             raise NetdpError(f"--id {config.node_id} is not a node of {args.topology} (n = {config.topology.n})")
@@ -71,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except asyncio.CancelledError:
         print("netdp-node: stopped before the run completed; logs are readable up to here", file=sys.stderr)
         return 3
-    print(f"netdp-node {outcome.node_id}: done after {outcome.rounds_completed} rounds", file=sys.stderr)
+    print(f"netdp-node {outcome.node_id}: done after {outcome.steps_completed} steps", file=sys.stderr)
     return 0
 
 

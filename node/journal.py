@@ -2,21 +2,26 @@
 
 The public view log gets what the node saw; the private log gets its own input and noise.
 Appends are fsync'd in a worker thread so the event loop keeps serving peers meanwhile.
+Records that must be durable together (a round's sent messages, a received value and the
+exchange step it completes) are written with one `write` call: one fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from netdp.v1 import viewlog_pb2
+from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import to_tensor
+from node.message import GOSSIP, Message, MessageId
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter
+
+REPLY_FAILURE = "reply"  # a sent record of a reply: its arrival is not observable by the sender
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,42 @@ class Delivery:
     failure: str = ""
     unreachable: bool = False  # the last attempt found no connection to the peer at all
     peer_moved_on: bool = False  # the peer had closed the round without our value
+
+
+REPLY = Delivery(False, 0, REPLY_FAILURE)  # what a reply's sent record says of its fate
+
+
+def sent_record(peer: int, message: Message, delivery: Delivery) -> viewlog_pb2.Record:
+    """A message this node sent, with the full-precision payload and its fate."""
+    record = viewlog_pb2.MessageSent(peer=peer, kind=_logged_kind(message.kind), payload=to_tensor(message.payload),
+                                     delivered=delivery.delivered, attempts=delivery.attempts,
+                                     failure=delivery.failure)
+    message.id.fill(record)
+    return viewlog_pb2.Record(sent=record)
+
+
+def received_record(peer: int | None, message: Message) -> viewlog_pb2.Record:
+    """A message this node received; `peer` None for a sender-anonymous view."""
+    record = viewlog_pb2.MessageReceived(kind=_logged_kind(message.kind), payload=to_tensor(message.payload))
+    if peer is not None:
+        record.peer = peer
+    message.id.fill(record)
+    return viewlog_pb2.Record(received=record)
+
+
+def exchange_record(exchange_id: str, peer: int, sequence: int, role: str, phase: str, *, reason: str = "",
+                    value_after: np.ndarray | None = None) -> viewlog_pb2.Record:
+    """One step of a pairwise exchange as this node saw it."""
+    event = viewlog_pb2.ExchangeEvent(exchange_id=exchange_id, peer=peer, sequence=sequence, role=role,
+                                      phase=phase, reason=reason[:500])
+    if value_after is not None:
+        event.value_after.CopyFrom(to_tensor(value_after))
+    return viewlog_pb2.Record(exchange=event)
+
+
+def _logged_kind(kind: str) -> str:
+    """Gossip is logged with an empty kind, as version-1 logs were."""
+    return "" if kind == GOSSIP else kind
 
 
 class Journal:
@@ -45,45 +86,45 @@ class Journal:
         self._view = ViewLogWriter(self.log_dir / VIEW_LOG_NAME, public)
         self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private, mode=0o600)
 
-    async def _append(self, writer: ViewLogWriter, *records: viewlog_pb2.Record) -> None:
-        await asyncio.to_thread(writer.append_many, records)
+    async def write(self, *records: viewlog_pb2.Record) -> None:
+        """Append public records, durable together before returning."""
+        await asyncio.to_thread(self._view.append_many, records)
 
-    async def sent(self, round_index: int, value: np.ndarray, deliveries: Mapping[int, Delivery]) -> None:
-        """One round's value and what became of it at each neighbour, made durable together."""
-        payload = to_tensor(value)
-        records = [
-            viewlog_pb2.Record(sent=viewlog_pb2.MessageSent(
-                peer=peer, round=round_index, payload=payload, delivered=delivery.delivered,
-                attempts=delivery.attempts, failure=delivery.failure))
-            for peer, delivery in sorted(deliveries.items())
-        ]
-        await self._append(self._view, *records)
+    async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
+        """Messages and what became of each at its peer, made durable together."""
+        await self.write(*(sent_record(peer, message, delivery) for peer, message, delivery in messages))
 
-    async def received(self, peer: int, round_index: int, value: np.ndarray) -> None:
-        record = viewlog_pb2.MessageReceived(peer=peer, round=round_index, payload=to_tensor(value))
-        await self._append(self._view, viewlog_pb2.Record(received=record))
+    async def received(self, peer: int | None, message: Message) -> None:
+        await self.write(received_record(peer, message))
 
     async def drop_out(self, peer: int, round_index: int, reason: str) -> None:
         record = viewlog_pb2.DropOut(peer=peer, round=round_index, reason=reason)
-        await self._append(self._view, viewlog_pb2.Record(drop_out=record))
+        await self.write(viewlog_pb2.Record(drop_out=record))
 
-    async def rejected(self, claimed_sender: int, round_index: int, status_code: str, detail: str) -> None:
-        record = viewlog_pb2.Rejected(
-            claimed_sender=claimed_sender, round=round_index, status_code=status_code, detail=detail[:500]
-        )
-        await self._append(self._view, viewlog_pb2.Record(rejected=record))
+    async def rejected(self, envelope: peer_pb2.Envelope | None, status_code: str, detail: str,
+                       payload: np.ndarray | None = None) -> None:
+        """A refused message: who claimed to send it, which id, why, and its payload if it reached the node."""
+        record = viewlog_pb2.Rejected(claimed_sender=-1, status_code=status_code, detail=detail[:500])
+        if envelope is not None:
+            record.claimed_sender = int(envelope.sender)
+            record.kind = envelope.kind
+            MessageId.of(envelope).fill(record)
+        if payload is not None:
+            record.payload.CopyFrom(to_tensor(payload))
+        await self.write(viewlog_pb2.Record(rejected=record))
 
-    async def final_output(self, value: np.ndarray, rounds_completed: int) -> None:
-        record = viewlog_pb2.FinalOutput(value=to_tensor(value), rounds_completed=rounds_completed)
-        await self._append(self._view, viewlog_pb2.Record(final_output=record))
+    async def final_output(self, value: np.ndarray, steps_completed: int) -> None:
+        record = viewlog_pb2.FinalOutput(value=to_tensor(value), rounds_completed=steps_completed)
+        await self.write(viewlog_pb2.Record(final_output=record))
 
     async def private_input(self, value: np.ndarray, clipped: bool) -> None:
         record = viewlog_pb2.PrivateInput(value=to_tensor(value), clipped=clipped)
-        await self._append(self._private, viewlog_pb2.Record(private_input=record))
+        await asyncio.to_thread(self._private.append, viewlog_pb2.Record(private_input=record))
 
-    async def noise(self, purpose: str, value: np.ndarray) -> None:
-        record = viewlog_pb2.NoiseDraw(purpose=purpose, value=to_tensor(value))
-        await self._append(self._private, viewlog_pb2.Record(noise=record))
+    async def noise(self, purpose: str, value: np.ndarray, *, step: int, mechanism: str, scale: float) -> None:
+        record = viewlog_pb2.NoiseDraw(purpose=purpose, value=to_tensor(value), step=step, mechanism=mechanism,
+                                       scale=scale)
+        await asyncio.to_thread(self._private.append, viewlog_pb2.Record(noise=record))
 
     def close(self) -> None:
         self._view.close()

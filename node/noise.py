@@ -1,16 +1,23 @@
-"""Noise samplers. Each node owns exactly one; its seed never leaves the node.
+"""Noise samplers. Each node owns one bundle of them; its seed never leaves the node.
 
-* ``SecureGaussianSampler`` (default): OpenDP's Gaussian mechanism, which samples an exact
-  discrete Gaussian on a 2^k grid from a CSPRNG and rounds exactly, so the released
-  floats are safe against floating-point attacks. The grid costs a slightly larger
-  effective sensitivity, which OpenDP's privacy map reports and we record.
-* ``SimulationSampler``: numpy's seeded generator, for fast reproducible experiments and
-  tests. Logs record which kind ran; reports mark simulation results.
+Three mechanisms, each in two kinds:
+* Gaussian N(0, σ² I) on vectors (Muffliato, random-walk SGD),
+* Laplace Lap(b) on vectors (personalized learning),
+* L-ary randomized response on a category 0..L-1 (ring histograms).
+
+"secure" (default) samples through OpenDP: exact discrete Gaussian/Laplace on a 2^k grid from a
+CSPRNG with exact rounding, so released floats are safe against floating-point attacks (the
+grid costs a slightly larger effective sensitivity, which OpenDP's privacy map reports and we
+record), and exact Bernoulli draws for randomized response. "simulation" uses numpy's seeded
+generator, for fast reproducible experiments and tests; logs record which kind ran and reports
+mark simulation results. No sampler keeps its seed: only the generator it seeded.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
@@ -26,8 +33,62 @@ class GaussianSampler(Protocol):
         ...
 
     def effective_sensitivity(self, sensitivity: float, sigma: float) -> float:
-        """Sensitivity the accountant must use for this sampler (grid effects included)."""
+        """l2 sensitivity the accountant must use for this sampler (grid effects included)."""
         ...
+
+
+class LaplaceSampler(Protocol):
+    kind: SamplerKind
+
+    def perturb(self, value: np.ndarray, scale: float) -> np.ndarray:
+        """Return value + i.i.d. Laplace(scale) noise (std scale·√2; scale = 0 returns an exact copy)."""
+        ...
+
+    def effective_sensitivity(self, sensitivity: float, scale: float) -> float:
+        """l1 sensitivity the accountant must use for this sampler (grid effects included)."""
+        ...
+
+
+class RandomizedResponseSampler(Protocol):
+    kind: SamplerKind
+
+    def respond(self, value: int, categories: int, epsilon: float) -> int:
+        """L-ary randomized response: `value` with probability keep_probability(epsilon, L), else another uniformly."""
+        ...
+
+
+def keep_probability(epsilon: float, categories: int) -> float:
+    """e^ε / (e^ε + L − 1): the chance that ε-randomized response over L categories tells the truth."""
+    if categories < 1:
+        raise ValueError(f"randomized response needs at least 1 category, got {categories}")
+    if not epsilon >= 0.0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    return 1.0 / (1.0 + (categories - 1) * math.exp(-epsilon))
+
+
+def _release(value: np.ndarray, scale: float, noisy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`noisy` applied to value as a flat float64 vector, in value's shape; scale 0 is an exact copy."""
+    if scale < 0.0:
+        raise ValueError(f"noise scale must be >= 0, got {scale}")
+    flat = np.asarray(value, dtype=np.float64).ravel()
+    released = flat.copy() if scale == 0.0 else np.asarray(noisy(flat), dtype=np.float64)
+    return released.reshape(np.shape(value))
+
+
+def _keep_probability_for(value: int, categories: int, epsilon: float) -> float:
+    """The keep probability, once the value is known to be one of the categories."""
+    keep = keep_probability(epsilon, categories)
+    if not 0 <= value < categories:
+        raise ValueError(f"category {value} is not in 0..{categories - 1}")
+    return keep
+
+
+def _opendp():
+    """OpenDP's prelude with the 'contrib' features the mechanisms below need."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
 
 
 class SecureGaussianSampler:
@@ -36,10 +97,7 @@ class SecureGaussianSampler:
     kind: SamplerKind = "secure"
 
     def __init__(self) -> None:
-        import opendp.prelude as dp
-
-        dp.enable_features("contrib")
-        self._dp = dp
+        self._dp = _opendp()
 
     def _measurement(self, dimension: int, sigma: float):
         dp = self._dp
@@ -47,11 +105,7 @@ class SecureGaussianSampler:
         return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=sigma)
 
     def perturb(self, value: np.ndarray, sigma: float) -> np.ndarray:
-        flat = np.asarray(value, dtype=np.float64).ravel()
-        if sigma == 0.0:
-            return flat.copy().reshape(np.shape(value))
-        released = self._measurement(flat.size, sigma)(flat.tolist())
-        return np.asarray(released, dtype=np.float64).reshape(np.shape(value))
+        return _release(value, sigma, lambda flat: self._measurement(flat.size, sigma)(flat.tolist()))
 
     def effective_sensitivity(self, sensitivity: float, sigma: float) -> float:
         if sigma == 0.0:
@@ -60,28 +114,119 @@ class SecureGaussianSampler:
         return max(sensitivity, sigma * math.sqrt(2.0 * rho))
 
 
+class SecureLaplaceSampler:
+    """CSPRNG-backed exact discrete Laplace via OpenDP (floating-point safe)."""
+
+    kind: SamplerKind = "secure"
+
+    def __init__(self) -> None:
+        self._dp = _opendp()
+
+    def _measurement(self, dimension: int, scale: float):
+        dp = self._dp
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), dimension)
+        return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale)
+
+    def perturb(self, value: np.ndarray, scale: float) -> np.ndarray:
+        return _release(value, scale, lambda flat: self._measurement(flat.size, scale)(flat.tolist()))
+
+    def effective_sensitivity(self, sensitivity: float, scale: float) -> float:
+        if scale == 0.0:
+            return sensitivity
+        epsilon = self._measurement(1, scale).map(sensitivity)  # pure DP: ε = Δ_eff / b
+        return max(sensitivity, scale * epsilon)
+
+
+class SecureRandomizedResponse:
+    """Randomized response via OpenDP: exact Bernoulli and uniform draws from a CSPRNG."""
+
+    kind: SamplerKind = "secure"
+
+    def __init__(self) -> None:
+        self._dp = _opendp()
+
+    def respond(self, value: int, categories: int, epsilon: float) -> int:
+        keep = _keep_probability_for(value, categories, epsilon)
+        if keep == 1.0:
+            return value
+        return int(self._dp.m.make_randomized_response(list(range(categories)), keep, T=int)(value))
+
+
 class SimulationSampler:
     """Seeded numpy Gaussian noise: reproducible, fast, not for real privacy claims."""
 
     kind: SamplerKind = "simulation"
 
-    def __init__(self, seed: int | None) -> None:
+    def __init__(self, seed: int | np.random.SeedSequence | None) -> None:
         self._rng = np.random.default_rng(seed)
 
     def perturb(self, value: np.ndarray, sigma: float) -> np.ndarray:
-        value = np.asarray(value, dtype=np.float64)
-        if sigma == 0.0:
-            return value.copy()
-        return value + self._rng.normal(0.0, sigma, size=value.shape)
+        return _release(value, sigma, lambda flat: flat + self._rng.normal(0.0, sigma, size=flat.size))
 
     def effective_sensitivity(self, sensitivity: float, sigma: float) -> float:
         return sensitivity
 
 
-def make_sampler(kind: SamplerKind, seed: int | None = None) -> GaussianSampler:
-    """The sampler a node runs with; a seed is only meaningful for the simulation sampler."""
+class SimulationLaplaceSampler:
+    """Seeded numpy Laplace noise: reproducible, fast, not for real privacy claims."""
+
+    kind: SamplerKind = "simulation"
+
+    def __init__(self, seed: int | np.random.SeedSequence | None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def perturb(self, value: np.ndarray, scale: float) -> np.ndarray:
+        return _release(value, scale, lambda flat: flat + self._rng.laplace(0.0, scale, size=flat.size))
+
+    def effective_sensitivity(self, sensitivity: float, scale: float) -> float:
+        return sensitivity
+
+
+class SimulationRandomizedResponse:
+    """Seeded numpy randomized response: reproducible, fast, not for real privacy claims."""
+
+    kind: SamplerKind = "simulation"
+
+    def __init__(self, seed: int | np.random.SeedSequence | None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def respond(self, value: int, categories: int, epsilon: float) -> int:
+        keep = _keep_probability_for(value, categories, epsilon)
+        if self._rng.random() < keep:
+            return value
+        other = int(self._rng.integers(categories - 1))  # uniform over the L - 1 other categories
+        return other if other < value else other + 1
+
+
+@dataclass(frozen=True)
+class NodeSamplers:
+    """A node's noise: one sampler per mechanism, all of the same kind."""
+
+    kind: SamplerKind
+    gaussian: GaussianSampler
+    laplace: LaplaceSampler
+    randomized_response: RandomizedResponseSampler
+
+
+def make_samplers(kind: SamplerKind, seed: int | None = None) -> NodeSamplers:
+    """Every sampler a node runs with; a seed is only meaningful for the simulation kind.
+
+    In simulation the Gaussian sampler draws from the seed's own stream (as `make_sampler`
+    does) and the others from streams spawned from it, so using one mechanism never shifts
+    another's draws.
+    """
     if kind == "secure":
         if seed is not None:
             raise ValueError("the secure sampler takes no seed")
-        return SecureGaussianSampler()
-    return SimulationSampler(seed)
+        return NodeSamplers(kind, SecureGaussianSampler(), SecureLaplaceSampler(), SecureRandomizedResponse())
+    if kind != "simulation":
+        raise ValueError(f"unknown sampler kind {kind!r}; choose 'secure' or 'simulation'")
+    root = np.random.SeedSequence(seed)
+    laplace, randomized_response = root.spawn(2)
+    return NodeSamplers(kind, SimulationSampler(root), SimulationLaplaceSampler(laplace),
+                        SimulationRandomizedResponse(randomized_response))
+
+
+def make_sampler(kind: SamplerKind, seed: int | None = None) -> GaussianSampler:
+    """The Gaussian sampler a node runs with; a seed is only meaningful for the simulation sampler."""
+    return make_samplers(kind, seed).gaussian

@@ -1,43 +1,68 @@
-"""Validation of every incoming message before anything of it is applied.
+"""Validation of every incoming message before anything of it is applied, then dispatch by kind.
 
 Transport-neutral: the gRPC servicer and the in-process transport both hand an envelope,
 the raw payload bytes and the authenticated sender (if the transport knows one) to
-`Receiver.accept`. A refused message is logged as rejected and raises Refusal.
+`Receiver.accept`. The checks every message passes are here; what a kind means is the
+business of the mailbox a protocol registered for it (`register`). A refused message is
+logged as rejected and raises Refusal; a payload that reached the node is kept in that
+record, because a view is everything that reached the node, used or not.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from netdp.v1 import peer_pb2
 from node.codec import PayloadError, unpack
-from node.inbox import RoundInbox
 from node.journal import Journal
+from node.message import GOSSIP, IdScheme, Message, MessageId, kind_of, to_wire
 from node.refusal import Refusal
 from node.topology import Topology
 
 # A detail quotes what the peer claimed, cut to this many characters: a hostile run id or
 # shape must not make the status (a gRPC trailer of a few KiB at most) or the log unreadable.
 MAX_QUOTED_CHARS = 64
+ACK = "ack"  # the reply to a call whose handler has nothing to answer
+
+# A mailbox's handler: (sender, message) -> the reply to a call, or None.
+Handler = Callable[[int, Message], Awaitable[Message | None]]
+Reply = tuple[peer_pb2.Envelope, bytes] | None
+
+
+@dataclass(frozen=True)
+class KindRule:
+    """How a registered kind is checked and whom it goes to."""
+
+    handler: Handler
+    scheme: IdScheme  # which MessageId fields the kind uses
+    payload: bool  # carries a vector of the protocol's dimension (else nothing)
 
 
 class Receiver:
-    """Checks who sent what for which run and round, then hands it to the round inbox."""
+    """Checks who sent what for which run, then hands the message to its kind's mailbox."""
 
     def __init__(self, topology: Topology, node_id: int, journal: Journal) -> None:
         self._topology = topology
         self._node_id = node_id
         self._journal = journal
         self._neighbours = frozenset(topology.neighbours[node_id])
-        self._shape = (topology.protocol.dimension,)
-        self.inbox = RoundInbox(topology.neighbours[node_id], journal)
+        self._dimension = topology.protocol.dimension
+        self._rules: dict[str, KindRule] = {}
+
+    def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool) -> None:
+        """Route messages of `kind` to `handler` (one mailbox per kind)."""
+        if kind in self._rules:
+            raise ValueError(f"message kind {kind!r} is registered twice")
+        self._rules[kind] = KindRule(handler, scheme, payload)
 
     @property
     def payload_bytes(self) -> int:
-        """Byte length of a valid payload; a stream that grows past it is refused while streaming."""
-        return min(self._topology.network.max_message_bytes, 8 * self._topology.protocol.dimension)
+        """Byte length of the largest valid payload; a stream that grows past it is refused while streaming."""
+        return min(self._topology.network.max_message_bytes, 8 * self._dimension)
 
     async def admit(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         """Check the envelope alone (before any payload is read); log and raise on refusal."""
@@ -47,26 +72,39 @@ class Receiver:
             await self.reject(envelope, refusal)
             raise
 
-    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> None:
-        """Validate and deliver one gossip value; raise Refusal (already logged) otherwise.
+    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> Reply:
+        """Validate and hand over one message; return the reply to a call, or raise Refusal (already logged).
 
-        Delivery is shielded from the caller's cancellation (a deadline, a disconnect): a value
-        whose `received` record is being written is also stored, never logged and then lost.
+        Delivery is shielded from the caller's cancellation (a deadline, a disconnect): a message
+        whose record is being written is also applied, never logged and then lost.
         """
         sender = await self.admit(envelope, authenticated_sender)
-        await asyncio.shield(self._deliver(sender, envelope, data))
+        return await asyncio.shield(self._deliver(sender, envelope, data))
 
-    async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> None:
+    async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> Reply:
+        message: Message | None = None
         try:
-            await self.inbox.deliver(sender, envelope.round, self._decode(envelope, data))
+            message = Message(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data))
+            reply = await self._rules[message.kind].handler(sender, message)
         except Refusal as refusal:
-            await self.reject(envelope, refusal)
+            await self.reject(envelope, refusal, None if message is None else message.payload)
             raise
+        if reply is None:
+            return None
+        return to_wire(reply, run_id=self._topology.run_id, protocol=self._topology.protocol.name,
+                       sender=self._node_id, receiver=sender)
 
-    async def reject(self, envelope: peer_pb2.Envelope | None, refusal: Refusal) -> None:
+    def acknowledgement(self, request: peer_pb2.Envelope) -> tuple[peer_pb2.Envelope, bytes]:
+        """The reply to a call whose mailbox had nothing to answer: an empty `ack` with the request's id."""
+        envelope, data = to_wire(Message(ACK, MessageId.of(request)), run_id=self._topology.run_id,
+                                 protocol=self._topology.protocol.name, sender=self._node_id,
+                                 receiver=request.sender)
+        return envelope, data
+
+    async def reject(self, envelope: peer_pb2.Envelope | None, refusal: Refusal,
+                     payload: np.ndarray | None = None) -> None:
         """Log a refusal; the transport may refuse before `accept` (no envelope, oversized stream)."""
-        sender, round_index = (-1, 0) if envelope is None else (int(envelope.sender), int(envelope.round))
-        await self._journal.rejected(sender, round_index, refusal.code, refusal.detail)
+        await self._journal.rejected(envelope, refusal.code, refusal.detail, payload)
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology
@@ -83,10 +121,19 @@ class Receiver:
             raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}")
         if sender not in self._neighbours:
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}")
-        if tuple(envelope.shape) != self._shape:
-            raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {self._shape}")
-        if envelope.sequence or envelope.exchange_id:
-            raise Refusal("INVALID_ARGUMENT", "a gossip message is synchronous: it carries no sequence or exchange id")
+        if envelope.HasField("receiver") and envelope.receiver != self._node_id:
+            raise Refusal("FAILED_PRECONDITION", f"message for node {envelope.receiver}, this is node {self._node_id}")
+        kind = kind_of(envelope)
+        rule = self._rules.get(kind)
+        if rule is None:
+            raise Refusal("INVALID_ARGUMENT", f"message kind {_quoted(kind)} is not part of {topology.protocol.name}")
+        shape = (self._dimension,) if rule.payload else (0,)
+        if tuple(envelope.shape) != shape:
+            raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {shape}")
+        stray = MessageId.of(envelope).outside(rule.scheme)
+        if stray:
+            what = "a gossip message is synchronous: it carries no" if kind == GOSSIP else f"a {kind} message carries no"
+            raise Refusal("INVALID_ARGUMENT", f"{what} {' or '.join(name.replace('_', ' ') for name in stray)}")
         return sender
 
     def _decode(self, envelope: peer_pb2.Envelope, data: bytes) -> np.ndarray:

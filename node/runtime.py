@@ -1,8 +1,9 @@
-"""A networked peer: the Peer behind a gRPC server, with one channel per neighbour.
+"""A networked node: the NodeHost behind a gRPC server, with one long-lived channel per peer.
 
-Lifecycle: start the server (health SERVING), open the channels, run the protocol, write
-the estimate, linger briefly so late neighbours can still be answered, shut down
-gracefully. SIGTERM/SIGINT stop the run cleanly; the logs stay readable either way.
+Lifecycle: start the server (health SERVING), run the protocol (channels open on first
+use), write the estimate, shut down gracefully once the protocol says it is done (each
+protocol ends only when its neighbours no longer need it). SIGTERM/SIGINT stop the run
+cleanly; the logs stay readable either way.
 """
 
 from __future__ import annotations
@@ -10,21 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from node import security
 from node.data import load_vector
+from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import SamplerKind, make_sampler
-from node.peer import Peer, PeerOutcome
 from node.topology import Topology
 from node.transport.grpc_link import GrpcPeerLink
-from node.transport.grpc_server import start_server, stop_server
+from node.transport.grpc_server import ReplyLoss, start_server, stop_server
 
 LOG = logging.getLogger("netdp.node")
-LINGER_S = 1.0
 SHUTDOWN_GRACE_S = 2.0
 
 
@@ -39,55 +39,65 @@ class NodeConfig:
     sampler: SamplerKind = "secure"
     simulation_seed: int | None = None
     tls_dir: Path | None = None  # None means plain text (explicitly insecure)
-    kill_at_round: int | None = None  # fault injection: SIGKILL this process as the round starts
+    kill_at_step: int | None = None  # fault injection: SIGKILL this process as this local step starts
+    lost_reply_fraction: float = 0.0  # fault injection: this share of the replies to calls is lost
 
 
-async def run_node(config: NodeConfig) -> PeerOutcome:
-    """Run one peer to completion over gRPC."""
+async def run_node(config: NodeConfig) -> NodeOutcome:
+    """Run one node to completion over gRPC."""
     topology = config.topology
     value = load_vector(config.data_path, topology.protocol.dimension)
     tls = security.load_tls(config.tls_dir, expected_id=config.node_id) if config.tls_dir else None
-    peer = Peer(topology, config.node_id, value, make_sampler(config.sampler, config.simulation_seed), config.log_dir)
+
+    def link_for(peer: int) -> GrpcPeerLink:
+        return GrpcPeerLink(
+            topology.address_of(peer),
+            chunk_bytes=topology.network.chunk_bytes,
+            credentials=security.channel_credentials(tls) if tls else None,
+            options=security.channel_options(peer) if tls else (),
+        )
+
+    host = NodeHost(topology, config.node_id, value, make_sampler(config.sampler, config.simulation_seed),
+                    config.log_dir, link_for, on_step=_kill_switch(config.kill_at_step))
     server, health = await start_server(
-        peer.receiver,
+        host.receiver,
         config.node_id,
         topology.address_of(config.node_id),
         credentials=security.server_credentials(tls) if tls else None,
         authenticate=security.peer_identity if tls else None,
+        chunk_bytes=topology.network.chunk_bytes,
+        lose_reply=_reply_loss(config.lost_reply_fraction),
     )
-    links = {
-        neighbour: GrpcPeerLink(
-            topology.address_of(neighbour),
-            chunk_bytes=topology.network.chunk_bytes,
-            credentials=security.channel_credentials(tls) if tls else None,
-            options=security.channel_options(neighbour) if tls else (),
-        )
-        for neighbour in topology.neighbours[config.node_id]
-    }
-    LOG.info("node %d listening on %s, %d neighbours", config.node_id, topology.address_of(config.node_id), len(links))
+    LOG.info("node %d listening on %s, %d neighbours", config.node_id, topology.address_of(config.node_id),
+             len(topology.neighbours[config.node_id]))
     try:
-        outcome = await _run_until_signalled(peer.run(links, _kill_switch(config.kill_at_round)))
-        await asyncio.sleep(LINGER_S)
-        return outcome
+        return await _run_until_signalled(host.run())
     finally:
-        await asyncio.gather(*(link.close() for link in links.values()))
+        await host.close()
         await stop_server(server, health, SHUTDOWN_GRACE_S)
-        peer.close()
 
 
-def _kill_switch(kill_at_round: int | None) -> Callable[[int], None] | None:
-    """A real SIGKILL of this process at a chosen round: a crash at a reproducible point."""
-    if kill_at_round is None:
+def _kill_switch(kill_at_step: int | None) -> StepHook | None:
+    """A real SIGKILL of this process as a chosen local step starts: a crash at a reproducible point."""
+    if kill_at_step is None:
         return None
 
-    def maybe_kill(round_index: int) -> None:
-        if round_index == kill_at_round:
+    async def maybe_kill(step: int) -> None:
+        if step == kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return maybe_kill
 
 
-async def _run_until_signalled(work) -> PeerOutcome:
+def _reply_loss(fraction: float) -> ReplyLoss | None:
+    """Lose this share of replies at random: a network that drops answers after the request was handled."""
+    if fraction <= 0.0:
+        return None
+    rng = random.Random()
+    return lambda: rng.random() < fraction
+
+
+async def _run_until_signalled(work) -> NodeOutcome:
     """Await `work`, cancelling it on SIGTERM or SIGINT."""
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()

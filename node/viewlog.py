@@ -2,7 +2,8 @@
 
 File layout: an 8-byte magic, then records. Each record is framed as
 ``<u32 little-endian length><u32 little-endian CRC-32 of the body><body>`` where the body
-is a serialized ``netdp.v1.Record``. Every append (one record, or a batch written together)
+is a serialized ``netdp.v1.Record``. A record of a kind this version does not know (written
+by a newer netdp) is skipped and listed in ``unknown``, not reported as damage. Every append (one record, or a batch written together)
 is flushed and fsync'd before it returns, so anything a node acknowledged is on disk. A reader returns every complete record and
 reports, never hides, a torn or corrupt tail.
 
@@ -53,6 +54,7 @@ class LogContents:
     path: Path
     records: list[viewlog_pb2.Record] = field(default_factory=list)
     damage: LogDamage | None = None
+    unknown: list[tuple[int, str]] = field(default_factory=list)  # (offset, what) of skipped records
 
     @property
     def header(self) -> viewlog_pb2.RunHeader | None:
@@ -161,8 +163,9 @@ def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamag
     except DecodeError as exc:
         return LogDamage("undecodable", offset, f"record does not decode ({exc})")
     if record.WhichOneof("kind") is None:
-        return LogDamage("undecodable", offset, "record holds no known kind")
-    contents.records.append(record)
+        contents.unknown.append((offset, f"a record of a kind this reader does not know ({length} bytes), skipped"))
+    else:
+        contents.records.append(record)
     return body_start + length
 
 

@@ -1,8 +1,10 @@
-"""Account a synchronous Muffliato run: every column of the report for every pair (u → v).
+"""Account a run from its linear-Gaussian model: every column of the report for every pair (u → v).
 
-One entry point, `account`, for planned and realized runs alike (both are Transcripts):
-* paper: Thm 1's RDP at α; its ε through RDP (the tight conversion of the per-pair Gaussian
-  curve, or the classic one at α with ``conversion="paper"``);
+Protocol-neutral: each protocol's accountant builds its model (`core`) and its paper sum,
+then calls `account_model`, so planned and realized runs of every protocol get the same
+columns:
+* paper: the protocol's closed form as a per-pair Gaussian μ; its ε through RDP (the tight
+  conversion of the per-pair Gaussian curve, or the classic one at α with ``conversion="paper"``);
 * exact: the whole view as a Gaussian mechanism, ε by the exact Gaussian profile;
 * local-DP and central-DP baselines at the same noise;
 * empirical: the distinguishing attack, on the pairs asked for.
@@ -18,18 +20,24 @@ import numpy as np
 
 from coordinator_tools.audit import attack
 from coordinator_tools.audit.baselines import central_dp, local_dp
-from coordinator_tools.audit.conversion import Conversion, gaussian_epsilon, gaussian_rdp, gaussian_rdp_epsilon
+from coordinator_tools.audit.conversion import (
+    Conversion,
+    gaussian_epsilon,
+    gaussian_rdp,
+    gaussian_rdp_epsilon,
+    squared_mu,
+)
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.exact import Method, exact_mu, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
-from coordinator_tools.audit.paper import paper_mu
-from coordinator_tools.audit.transcript import Transcript
 from coordinator_tools.audit.views import observer_views
 
 AttackPairs = Literal["all"] | Sequence[attack.Pair] | None
 
 
-def account(
-    transcript: Transcript,
+def account_model(
+    model: LinearGaussianModel,
+    paper_sum: np.ndarray,
     *,
     sigma: float,
     sensitivity: float,
@@ -41,24 +49,28 @@ def account(
     attack_runs: int = attack.DEFAULT_RUNS,
     rng_seed: int | None = None,
     exact_method: Method = "auto",
+    notes: Sequence[str] = (),
 ) -> PairwiseLosses:
-    """All pairwise losses of the run in `transcript` at noise σ, sensitivity Δ, order α, δ."""
+    """All pairwise losses at noise σ, sensitivity Δ, order α, δ.
+
+    `paper_sum` is the paper bound's σ-free factor [u, v]: its RDP is α (Δ/σ)² paper_sum / 2.
+    """
     if alpha <= 1:
         raise ValueError(f"Renyi order must exceed 1, got {alpha}")
-    mu_paper = paper_mu(transcript, sigma=sigma, sensitivity=sensitivity, threat_model=threat_model)
-    geometry = view_geometry(transcript, threat_model, method=exact_method)
+    mu_paper = np.sqrt(squared_mu(paper_sum, sigma=sigma, sensitivity=sensitivity))
+    geometry = view_geometry(model, threat_model, method=exact_method)
     mu_lower, mu_upper = exact_mu(geometry, sigma=sigma, sensitivity=sensitivity)
     ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
-    central = central_dp(n=transcript.n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
-    notes = [f"paper (eps, delta) by the {conversion} RDP conversion; exact by the exact Gaussian profile"]
+    central = central_dp(n=model.n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+    notes = [*notes, f"paper (eps, delta) by the {conversion} RDP conversion; exact by the exact Gaussian profile"]
     empirical = None
     if attack_pairs is not None:
-        pairs = _all_pairs(transcript, threat_model) if attack_pairs == "all" else attack_pairs
+        pairs = _all_pairs(model, threat_model) if attack_pairs == "all" else attack_pairs
         results = attack.attack_pairs(
-            transcript, pairs, sigma=sigma, sensitivity=sensitivity, delta=delta, runs=attack_runs,
+            model, pairs, sigma=sigma, sensitivity=sensitivity, delta=delta, runs=attack_runs,
             threat_model=threat_model, rng_seed=rng_seed,
         )  # fmt: skip
-        empirical = np.full((transcript.n, transcript.n), np.nan)
+        empirical = np.full((model.n, model.n), np.nan)
         for (u, v), result in results.items():
             empirical[u, v] = result.eps_lower
         notes.append(f"empirical: simulated attack, {attack_runs} replays per hypothesis, seed {rng_seed}")
@@ -86,6 +98,6 @@ def account(
     )
 
 
-def _all_pairs(transcript: Transcript, threat_model: ThreatModel) -> list[attack.Pair]:
+def _all_pairs(model: LinearGaussianModel, threat_model: ThreatModel) -> list[attack.Pair]:
     """Every accounted pair (u, v): u a source of v's view."""
-    return [(u, v) for v, view in enumerate(observer_views(transcript, threat_model)) for u in view.sources()]
+    return [(u, v) for v, view in enumerate(observer_views(model, threat_model)) for u in view.sources()]

@@ -2,9 +2,10 @@
 
 For a pair (u → v): the other inputs are fixed (the view is linear, so they cancel), u's input
 is 0 under H0 and Δ along the worst direction under H1 (the noise is isotropic, so every unit
-direction is worst and one coordinate suffices). The realized transcript's linear map K (v's
-view on the noise it does not know) is replayed R times per hypothesis with fresh Gaussian
-noise. The score is the likelihood ratio, linear for a Gaussian view: (K⁺ y)_u, v's
+direction is worst and one coordinate suffices). v's rows of the run's linear-Gaussian model
+(`core`: y = A x + B η, on what v does not know) are replayed R times per hypothesis with
+fresh Gaussian noise. The score is the likelihood ratio, linear for a Gaussian view:
+(A e_u)ᵀ (B S² Bᵀ)⁺ y; with one draw per input (A = B = K) that is (K⁺ y)_u, v's
 least-squares reconstruction of u's noisy input. The threshold and the test's direction are
 chosen on one half of the runs and counted on the other; Clopper–Pearson bounds (each side at
 97.5%, so both hold together with 95%) give ε_lower = ln((TPR_lower − δ)/FPR_upper) ≥ 0.
@@ -21,10 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import beta
 
-from coordinator_tools.audit.coefficients import float_history
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.transcript import Transcript
-from coordinator_tools.audit.views import observer_view
+from coordinator_tools.audit.views import ObserverView, observer_view
 
 Pair = tuple[int, int]  # (source u, observer v)
 
@@ -48,7 +48,7 @@ class AttackResult:
 
 
 def attack_pairs(
-    transcript: Transcript,
+    model: LinearGaussianModel,
     pairs: Iterable[Pair],
     *,
     sigma: float,
@@ -61,32 +61,30 @@ def attack_pairs(
     """Attack every (u, v) in `pairs`, `runs` replays per hypothesis each."""
     if runs < 4:
         raise ValueError(f"need at least 4 runs per hypothesis, got {runs}")
-    history = float_history(transcript, accelerated=transcript.accelerated)
     rng = np.random.default_rng(rng_seed)
     by_observer: dict[int, list[int]] = defaultdict(list)
     for u, v in pairs:
         by_observer[v].append(u)
     results: dict[Pair, AttackResult] = {}
     for v, sources in by_observer.items():
-        view = observer_view(transcript, v, threat_model)
+        view = observer_view(model, v, threat_model)
         outsiders = set(sources) - set(view.sources())
         if outsiders:
             raise ValueError(f"nodes {sorted(outsiders)} are not sources for observer {v}")
-        column = {k: i for i, k in enumerate(view.hidden)}
-        rows = view.rows(history)
-        reconstruct = np.linalg.pinv(rows) if rows.size else np.zeros((rows.shape[1], 0))
+        column, signal, noise_map, reconstruct = _linear_view(model, view)
         block = max(1, SCORE_BUDGET // runs)
         for start in range(0, len(sources), block):
             chunk = sources[start : start + block]
             columns = [column[u] for u in chunk]
-            null, alternative = _replay(rows, reconstruct[columns], columns, sigma, sensitivity, runs, rng)
+            null, alternative = _replay(noise_map, reconstruct[columns], signal[:, columns], sigma, sensitivity,
+                                        runs, rng)
             for u, h0, h1 in zip(chunk, null, alternative):
                 results[(u, v)] = _distinguish(h0, h1, delta)
     return results
 
 
 def attack_pair(
-    transcript: Transcript,
+    model: LinearGaussianModel,
     source: int,
     observer: int,
     *,
@@ -99,7 +97,7 @@ def attack_pair(
 ) -> AttackResult:
     """Attack the one pair (source → observer)."""
     results = attack_pairs(
-        transcript, [(source, observer)], sigma=sigma, sensitivity=sensitivity, delta=delta, runs=runs,
+        model, [(source, observer)], sigma=sigma, sensitivity=sensitivity, delta=delta, runs=runs,
         threat_model=threat_model, rng_seed=rng_seed,
     )  # fmt: skip
     return results[(source, observer)]
@@ -114,20 +112,37 @@ def clopper_pearson(successes: np.ndarray, trials: int) -> tuple[np.ndarray, np.
     return lower, upper
 
 
+def _linear_view(
+    model: LinearGaussianModel, view: ObserverView
+) -> tuple[dict[int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """(column of each source, signal A e_u per column, noise map B S, score rows per column).
+
+    One draw per input: the columns are the hidden z columns, A = B = K and the scores are
+    K⁺'s rows. Otherwise: the columns are the sources and the scores (A e_u)ᵀ (B S² Bᵀ)⁺.
+    """
+    if model.shared:
+        rows = view.rows(model.inputs)
+        reconstruct = np.linalg.pinv(rows) if rows.size else np.zeros((rows.shape[1], 0))
+        return {k: i for i, k in enumerate(view.hidden)}, rows, rows, reconstruct
+    signal, noise_map = view.matrices(model)
+    reconstruct = signal.T @ np.linalg.pinv(noise_map @ noise_map.T) if signal.size else signal.T
+    return {u: i for i, u in enumerate(view.sources())}, signal, noise_map, reconstruct
+
+
 def _replay(
-    rows: np.ndarray,
+    noise_map: np.ndarray,
     reconstruct: np.ndarray,
-    columns: list[int],
+    signal: np.ndarray,
     sigma: float,
     sensitivity: float,
     runs: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores (sources × runs) under H0 and H1, from views replayed with fresh noise."""
-    hidden = rows.shape[1]
-    null = reconstruct @ (rows @ (sigma * rng.standard_normal((hidden, runs))))
-    shift = sensitivity * np.einsum("ij,ji->i", reconstruct, rows[:, columns])
-    alternative = reconstruct @ (rows @ (sigma * rng.standard_normal((hidden, runs)))) + shift[:, None]
+    draws = noise_map.shape[1]
+    null = reconstruct @ (noise_map @ (sigma * rng.standard_normal((draws, runs))))
+    shift = sensitivity * np.einsum("ij,ji->i", reconstruct, signal)
+    alternative = reconstruct @ (noise_map @ (sigma * rng.standard_normal((draws, runs)))) + shift[:, None]
     return null, alternative
 
 

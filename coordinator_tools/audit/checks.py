@@ -4,19 +4,24 @@ Between the three loss columns (20-accounting.md): empirical_lower <= exact <= L
 equals LDP where v can reconstruct u's noisy input, and no loss grows when sigma grows.
 A pair whose paper bound is below the exact loss is a *finding* ("paper bound
 undercounts"): it is reported with ok=True because it is the closed form's known limit,
-not an auditor bug. The replay's own health (logs intact, views agreeing, payloads
-reproduced) is checked here too, so the report has one list of checks.
+not an auditor bug. The replay's own health (logs intact, views agreeing) is checked here
+too, with each protocol's own checks (payloads reproduced, ...), so the report has one list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from coordinator_tools.audit.losses import PairwiseLosses
-from coordinator_tools.audit.replay import Finding, Replay, TrajectoryCheck
+from coordinator_tools.audit.records import Finding
+from coordinator_tools.audit.trajectories import TrajectoryCheck
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
 
 # Two losses computed along different routes count as equal within this much.
 RTOL = 1e-9
@@ -102,19 +107,22 @@ def undercount_finding(losses: PairwiseLosses) -> Check:
     return Check("paper bound undercounts (finding, not a failure)", True, detail)
 
 
-def replay_checks(replay: Replay, trajectories: TrajectoryCheck | None = None) -> list[Check]:
-    """The replay's health: each log usable, logs agreeing, and (with private logs) payloads reproduced."""
-    checks = [
+def replay_checks(replay: Replay) -> list[Check]:
+    """The replay's health (each log usable, logs agreeing), then the protocol's own checks."""
+    return [
         _findings_check("view logs readable and bound to this run", replay.node_problems),
         _findings_check("sent and received records agree across nodes", replay.consistency),
+        *replay.auditor.checks(replay),
     ]
-    if trajectories is not None:
-        detail = (f"{trajectories.compared} logged payloads, max relative deviation "
-                  f"{trajectories.max_relative_deviation:.2g}")
-        if trajectories.mismatches:
-            detail += f"; {len(trajectories.mismatches)} not reproduced: {trajectories.mismatches[0].detail}"
-        checks.append(Check("transcript reproduces the logged payloads", trajectories.ok, detail))
-    return checks
+
+
+def trajectory_check(trajectories: TrajectoryCheck) -> Check:
+    """Recomputing every node's values from its private input and noise reproduces its logs."""
+    deviation = trajectories.max_relative_deviation
+    detail = f"{trajectories.compared} logged payloads, max relative deviation {deviation:.2g}"
+    if trajectories.mismatches:
+        detail += f"; {len(trajectories.mismatches)} not reproduced: {trajectories.mismatches[0].detail}"
+    return Check("transcript reproduces the logged payloads", trajectories.ok, detail)
 
 
 def _findings_check(name: str, findings: Sequence[Finding]) -> Check:

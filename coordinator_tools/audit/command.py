@@ -1,7 +1,9 @@
 """`netdp audit RUNDIR --out DIR`: replay the logs, account every pair, check, report, draw.
 
-`audit_run` is the whole pipeline as a function (`netdp demo` calls it); `register` adds the
-sub-command, which also prints a short summary and exits 1 when a check fails.
+`audit_run` is the whole pipeline as a function (`netdp demo` calls it), for every protocol:
+the replay picks the protocol's auditor from the logs' headers, and the auditor rebuilds,
+accounts and checks the run. `register` adds the sub-command, which also prints a short
+summary and exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -17,28 +19,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from coordinator_tools.audit import attack
-from coordinator_tools.audit.accountants import account
 from coordinator_tools.audit.checks import loss_checks, replay_checks
 from coordinator_tools.audit.conversion import Conversion
 from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
-from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
-from coordinator_tools.audit.replay import Replay, check_trajectories, replay_run
-from coordinator_tools.audit.report import (
-    build_report,
-    format_number,
-    json_number,
-    observer_means,
-    worst_observers,
-    write_report,
-)
-from coordinator_tools.audit.transcript import Transcript, planned_transcript
+from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.replay import Replay, replay_run
+from coordinator_tools.audit.report import REPORT_FILE, build_report, format_number, worst_observers, write_report
 from node.errors import ConfigError
 
 DEFAULT_DELTA = 1e-5
 # "auto" attacks every pair up to this many nodes: the attack costs about n^2 * runs * view size.
 AUTO_ATTACK_MAX_N = 32
 SHOWN_OBSERVERS = 10
+NO_NOISE = "σ = 0: no privacy"
 AttackPairs = Literal["auto", "all", "none"] | tuple[tuple[int, int], ...]
 
 
@@ -59,27 +53,27 @@ class AuditOptions:
 def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions()) -> dict[str, object]:
     """Audit RUNDIR into out_dir (report.json, pairs.csv, figures, index.html); return the report.
 
-    Raises ConfigError when RUNDIR has no topology and LogFormatError when it has no usable log.
+    Raises ConfigError when RUNDIR has no topology or names a protocol nobody audits, and
+    LogFormatError when it has no usable log.
     """
     replay = replay_run(rundir, with_private_logs=options.with_private_logs)
-    transcript = replay.transcript
+    auditor, run = replay.auditor, replay.realized
     accounting = _accounting(replay, options)
-    losses = account(
-        transcript,
+    losses = auditor.account(
+        run,
         **accounting,
-        attack_pairs=_resolve_attack_pairs(options.attack_pairs, transcript.n),
+        attack_pairs=_resolve_attack_pairs(options.attack_pairs, run.n),
         attack_runs=options.attack_runs,
         rng_seed=options.attack_seed,
     )
-    trajectories = check_trajectories(replay) if replay.private is not None else None
-    checks = loss_checks(losses, recompute=lambda sigma: account(transcript, **{**accounting, "sigma": sigma}))
-    checks += replay_checks(replay, trajectories)
+    checks = loss_checks(losses, recompute=lambda sigma: auditor.account(run, **{**accounting, "sigma": sigma}))
+    checks += replay_checks(replay)
     extra = {
         "options": {**asdict(options), "sensitivity_published": replay.topology.protocol.sensitivity},
         "replay": replay.to_json(),
-        "planned_vs_run": _planned_vs_run(transcript, losses, accounting),
+        **auditor.report_extras(replay, losses, accounting),
     }
-    report = build_report(losses, transcript, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra)
+    report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra)
     write_report(report, out_dir)
     write_html(report, out_dir, write_figures(report, out_dir))
     return report
@@ -112,26 +106,6 @@ def _resolve_attack_pairs(choice: AttackPairs, n: int) -> Literal["all"] | list[
     return list(choice)
 
 
-def _planned_vs_run(
-    transcript: Transcript, losses: PairwiseLosses, accounting: Mapping[str, object]
-) -> dict[str, object]:
-    """How the realized schedule's losses differ from the plan's (drop-outs, early stops)."""
-    planned = planned_transcript(transcript.topology, rounds=transcript.rounds, accelerated=transcript.accelerated)
-    same = planned.used == transcript.used and all(
-        set(plan) == set(run) for plan, run in zip(planned.received, transcript.received)
-    )
-    if same:
-        return {"same_schedule": True}
-    planned_losses = account(planned, **accounting)
-    return {
-        "same_schedule": False,
-        "mean_exact_rdp_per_observer": {
-            "planned": [json_number(x) for x in observer_means(planned_losses.exact_rdp_upper)],
-            "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)],
-        },
-    }
-
-
 # --- command line ----------------------------------------------------------------------------
 
 
@@ -147,6 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("rundir", metavar="RUNDIR", type=Path, help="run directory written by 'netdp run'")
     parser.add_argument("--out", type=Path, required=True, help="folder for the report (created if missing)")
+    parser.add_argument("--force", action="store_true", help="overwrite a report already in --out")
     parser.add_argument("--alpha", type=float, help="Renyi order of the report (default: the topology's)")
     parser.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                         help=f"delta of the (eps, delta) columns (default {DEFAULT_DELTA:g})")
@@ -180,7 +155,20 @@ def parse_attack_pairs(text: str) -> AttackPairs:
 def print_summary(report: Mapping[str, object], page: Path, console: Console) -> None:
     """The worst observers' mean losses, the undercount finding and the checks, in a few lines."""
     summary = report["summary"]
-    means = summary["mean_rdp_per_observer"]
+    if report["sigma"] == 0:
+        console.print(NO_NOISE)
+    else:
+        console.print(_observer_table(report))
+    if summary["sampler"] and summary["sampler"]["simulation"]:
+        console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
+    for check in report["checks"]:
+        mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
+        console.print(f"{mark} {escape(check['name'])}: {escape(check['detail'])}", highlight=False)
+    console.print(f"report: {page}")
+
+
+def _observer_table(report: Mapping[str, object]) -> Table:
+    means = report["summary"]["mean_rdp_per_observer"]
     shown = worst_observers(report, SHOWN_OBSERVERS)
     table = Table(title=f"Mean Renyi loss per observer, alpha = {report['alpha']:g} "
                   f"(worst {len(shown)} of {len(means['exact'])})")
@@ -190,13 +178,7 @@ def print_summary(report: Mapping[str, object], page: Path, console: Console) ->
         exact, paper, ldp = means["exact_upper"][v], means["paper"][v], means["ldp"][v]
         ratio = exact / ldp if isinstance(exact, float) and isinstance(ldp, float) and ldp > 0 else None
         table.add_row(str(v), *(format_number(x) for x in (exact, paper, ldp, ratio)))
-    console.print(table)
-    if summary["sampler"] and summary["sampler"]["simulation"]:
-        console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
-    for check in report["checks"]:
-        mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
-        console.print(f"{mark} {escape(check['name'])}: {escape(check['detail'])}", highlight=False)
-    console.print(f"report: {page}")
+    return table
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -210,6 +192,8 @@ def _run(args: argparse.Namespace) -> int:
         attack_seed=args.attack_seed,
         with_private_logs=args.with_private_logs,
     )
+    if (args.out / REPORT_FILE).exists() and not args.force:
+        raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")
     console = Console()
     with console.status(f"auditing {args.rundir}"):
         report = audit_run(args.rundir, args.out, options)

@@ -11,6 +11,10 @@ noise) stays ∞.
   (Canonne–Kamath–Steinke / Balle et al. 2020), re-stated on arrays so n² pairs convert in one
   pass (tests pin it to the library), and the classic ε = rdp + ln(1/δ)/(α − 1) that published
   figures use.
+* Mixtures over K equally likely public settings (simulated schedules) that the observer
+  learns: RDP (1/(α−1)) log E_k exp((α−1)·rdp_k), and the exact ε of Gaussian views from the
+  averaged profile δ(ε) = E_k δ_k(ε) (the hockey-stick divergence of a known mixture is the
+  mean of its components').
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Literal
 import numpy as np
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr, ndtr
+from scipy.special import log_ndtr, logsumexp, ndtr
 
 Conversion = Literal["tight", "paper"]
 
@@ -139,6 +143,59 @@ def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversio
         block = flat[start : start + BLOCK_PAIRS]
         eps[start : start + BLOCK_PAIRS] = rdp_to_epsilon(ORDERS, gaussian_rdp(block[:, None], ORDERS), delta)
     return eps.reshape(mu.shape)
+
+
+def mixture_rdp(rdp: ArrayLike, alpha: ArrayLike) -> np.ndarray:
+    """RDP at order α > 1 of a mixture over axis 0 of `rdp` whose component the observer learns."""
+    rdp = np.asarray(rdp, dtype=float)
+    alpha = np.asarray(alpha, dtype=float)
+    return (logsumexp((alpha - 1) * rdp, axis=0) - np.log(rdp.shape[0])) / (alpha - 1)
+
+
+def gaussian_mixture_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
+    """The smallest ε with E_k δ_{μ_k}(ε) ≤ δ (μ_k along axis 0), element-wise over the rest.
+
+    Bisection on [0, max_k ε_k] (at the right end every component meets δ), returning the
+    right end of the final bracket: never below the true ε. A component without noise (μ = ∞)
+    makes the mixture's ε infinite.
+    """
+    _check_delta(delta)
+    mu = np.asarray(mu, dtype=float)
+    high = np.max(gaussian_epsilon(mu, delta), axis=0)
+    result = high.copy()
+    solve = np.flatnonzero(np.isfinite(high) & (high > 0))
+    components = mu.reshape(mu.shape[0], -1)[:, solve]
+    low, high = np.zeros(solve.size), high.ravel()[solve]
+    for _ in range(MAX_ITERATIONS):
+        if not np.any(high - low > EPSILON_RTOL * high):
+            break
+        middle = (low + high) / 2
+        met = _mixture_delta(components, middle) <= delta
+        low, high = np.where(met, low, middle), np.where(met, middle, high)
+    result.ravel()[solve] = high
+    return result
+
+
+def gaussian_mixture_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion) -> np.ndarray:
+    """ε at δ of the mixture (axis 0) of RDP curves α ↦ α μ_k²/2, as `gaussian_rdp_epsilon` converts one."""
+    mu = np.asarray(mu, dtype=float)
+    if conversion == "paper":
+        return classic_epsilon(mixture_rdp(gaussian_rdp(mu, alpha), alpha), alpha, delta)
+    flat = mu.reshape(mu.shape[0], -1)
+    eps = np.empty(flat.shape[1])
+    block = max(1, BLOCK_PAIRS // flat.shape[0])
+    for start in range(0, flat.shape[1], block):
+        curves = mixture_rdp(gaussian_rdp(flat[:, start : start + block, None], ORDERS), ORDERS)
+        eps[start : start + block] = rdp_to_epsilon(ORDERS, curves, delta)
+    return eps.reshape(mu.shape[1:])
+
+
+def _mixture_delta(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
+    """E_k δ_{μ_k}(ε) for finite μ_k ≥ 0 (a component with μ = 0 contributes nothing)."""
+    positive = mu > 0
+    safe = np.where(positive, mu, 1.0)
+    delta, _ = _profile(safe, np.broadcast_to(epsilon, mu.shape))
+    return np.where(positive, delta, 0.0).mean(axis=0)
 
 
 def _profile(mu: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

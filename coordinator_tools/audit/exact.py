@@ -1,13 +1,14 @@
 """The "exact" column: the Gaussian divergence of an observer's whole view.
 
-v's view is K_v z with z = x + η, K_v its messages' coefficient rows. Subtracting what v knows
-leaves the hidden columns (see `views`). Changing x_u by Δ shifts the view's mean by Δ K e_u
-against noise of covariance σ² K Kᵀ, so the view is exactly a Gaussian mechanism with
+Reads the run's `LinearGaussianModel` (see `core`). In the one-draw-per-input case (every
+Muffliato protocol) v's view is K_v z with z = x + η; changing x_u by Δ shifts the view's
+mean by Δ K e_u against noise of covariance σ² K Kᵀ, so
 
     μ_{u→v} = (Δ/σ) · ‖Π_v e_u‖,   Π_v the orthogonal projection onto the row space of K_v,
 
 and ε(α) = α μ²/2. The geometry p = ‖Π_v e_u‖² ∈ [0, 1] does not depend on σ; it is computed
 once and scaled (calibration reuses it). p = 1 means v can solve for u's noisy input exactly.
+Other models (several draws, unequal σ) go through `core.gaussian_geometry`.
 
 Numerics must not understate: small graphs use exact rational arithmetic (the rows converge
 to 11ᵀ/n, so a float rank cut-off can silently drop real directions); larger graphs get an
@@ -23,21 +24,17 @@ from typing import Literal
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from coordinator_tools.audit.coefficients import float_history, rational_history
 from coordinator_tools.audit.conversion import squared_mu
+from coordinator_tools.audit.core import EPS, FINE_RTOL, LinearGaussianModel, gaussian_geometry
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.transcript import Transcript
 from coordinator_tools.audit.views import ObserverView, observer_views
 
 Method = Literal["auto", "rational", "float"]
-MethodName = Literal["rational", "float-interval"]
+MethodName = Literal["rational", "float-interval", "float-interval (general)"]
 
 # Largest graph accounted in rational arithmetic by default: n = 48 takes about 1.5 s
 # (small-world graph, 10 accelerated rounds), n = 64 3-8 s, n = 96 over 100 s.
 RATIONAL_MAX_NODES = 48
-EPS = float(np.finfo(float).eps)
-# Singular values above FINE_RTOL · σ_max count for the upper end of the interval.
-FINE_RTOL = 4 * EPS
 # p within this of 1 (float) means v reconstructs u's noisy input.
 RECONSTRUCT_TOL = 1e-9
 # Flag a pair when its interval is wider than RTOL of its lower end plus ATOL (ATOL in units
@@ -48,7 +45,7 @@ ILL_CONDITIONED_ATOL = 1e-12
 
 @dataclass(frozen=True)
 class ViewGeometry:
-    """p = ‖Π_v e_u‖² for every pair, arrays [u, v]; NaN where u is (in) the observer.
+    """p for every pair (‖Π_v e_u‖² for one draw per input), arrays [u, v]; NaN where u is (in) the observer.
 
     ``lower`` is at the standard rank tolerance, ``upper`` near machine precision plus a
     rounding bound; both are the exact value when ``method`` is "rational".
@@ -62,32 +59,36 @@ class ViewGeometry:
 
 
 def view_geometry(
-    transcript: Transcript, threat_model: ThreatModel = ThreatModel(), *, method: Method = "auto"
+    model: LinearGaussianModel, threat_model: ThreatModel = ThreatModel(), *, method: Method = "auto"
 ) -> ViewGeometry:
     """The σ-free geometry of every observer's view, exactly or as a float interval."""
+    views = observer_views(model, threat_model)
+    if not model.shared:
+        if method == "rational":
+            raise ValueError("rational arithmetic needs a model with one noise draw per input")
+        return _general_geometry(model, views)
     if method == "auto":
-        method = "rational" if transcript.n <= RATIONAL_MAX_NODES else "float"
-    views = observer_views(transcript, threat_model)
-    n = transcript.n
+        small = model.n <= RATIONAL_MAX_NODES and model.exact_rows is not None
+        method = "rational" if small else "float"
+    n = model.n
     lower = np.full((n, n), np.nan)
     upper = np.full((n, n), np.nan)
     reconstructable = np.zeros((n, n), dtype=bool)
     if method == "rational":
-        history = rational_history(transcript, accelerated=transcript.accelerated)
+        if model.exact_rows is None:
+            raise ValueError("this model has no rational rows")
+        rows = model.exact_rows()
         for v, view in enumerate(views):
-            exact = _rational_projection(history, view)
+            exact = _rational_projection(rows, view)
             _scatter(lower, v, view, [float(p) for p in exact])
             _scatter(reconstructable, v, view, [p == 1 for p in exact])
         return ViewGeometry(lower, lower.copy(), reconstructable, np.zeros((n, n), dtype=bool), "rational")
-    float_rows = float_history(transcript, accelerated=transcript.accelerated)
     for v, view in enumerate(views):
-        low, high = _float_projection(view.rows(float_rows))
+        low, high = _float_projection(view.rows(model.inputs))
         _scatter(lower, v, view, low)
         _scatter(upper, v, view, high)
         _scatter(reconstructable, v, view, low >= 1 - RECONSTRUCT_TOL)
-    with np.errstate(invalid="ignore"):
-        ill_conditioned = upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL
-    return ViewGeometry(lower, upper, reconstructable, ill_conditioned, "float-interval")
+    return ViewGeometry(lower, upper, reconstructable, _ill_conditioned(lower, upper), "float-interval")
 
 
 def exact_mu(geometry: ViewGeometry, *, sigma: float, sensitivity: float) -> tuple[np.ndarray, np.ndarray]:
@@ -95,6 +96,25 @@ def exact_mu(geometry: ViewGeometry, *, sigma: float, sensitivity: float) -> tup
     return tuple(  # type: ignore[return-value]
         np.sqrt(squared_mu(p, sigma=sigma, sensitivity=sensitivity)) for p in (geometry.lower, geometry.upper)
     )
+
+
+def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> ViewGeometry:
+    """p from the general formula; `reconstructable` is defined for one-draw-per-input models only."""
+    n = model.n
+    lower = np.full((n, n), np.nan)
+    upper = np.full((n, n), np.nan)
+    for v, view in enumerate(views):
+        low, high = gaussian_geometry(*view.matrices(model))
+        lower[view.sources(), v] = low
+        upper[view.sources(), v] = high
+    none = np.zeros((n, n), dtype=bool)
+    return ViewGeometry(lower, upper, none, _ill_conditioned(lower, upper), "float-interval (general)")
+
+
+def _ill_conditioned(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Pairs whose interval is wider than ILL_CONDITIONED_RTOL of its lower end (plus ATOL)."""
+    with np.errstate(invalid="ignore"):
+        return upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL
 
 
 def _scatter(target: np.ndarray, observer: int, view: ObserverView, values: object) -> None:
@@ -129,7 +149,7 @@ def _float_projection(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(silent, 0.0, np.minimum(1.0, lower)), np.where(silent, 0.0, np.minimum(1.0, upper))
 
 
-def _rational_projection(history: list[fmpq_mat], view: ObserverView) -> list[fmpq]:
+def _rational_projection(rows: fmpq_mat, view: ObserverView) -> list[fmpq]:
     """p for every hidden column, exactly, from the reduced row echelon form R of K.
 
     With R = [I | F] up to a column permutation, the row space has basis [I | F] and the null
@@ -141,7 +161,7 @@ def _rational_projection(history: list[fmpq_mat], view: ObserverView) -> list[fm
     width = len(hidden)
     if not view.messages:
         return [fmpq(0)] * width
-    stacked = fmpq_mat(len(view.messages), width, [history[t][w, k] for w, t in view.messages for k in hidden])
+    stacked = fmpq_mat(len(view.messages), width, [rows[i, k] for i in view.messages for k in hidden])
     reduced, rank = stacked.rref()
     if rank == 0:
         return [fmpq(0)] * width

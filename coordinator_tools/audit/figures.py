@@ -81,14 +81,15 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
             _draw_by_distance(axis, hops, distances, columns[column], label, colour,
                               OFFSET * (index - (len(drawn) - 1) / 2))
         baselines = _baselines(report, unit)
-        axis.axhline(baselines["ldp"], color="tab:red", linestyle="--", label="local DP (same noise)")
-        axis.axhline(baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
-        axis.set_yscale("log")
+        _baseline_line(axis, baselines["ldp"], color="tab:red", linestyle="--", label="local DP (same noise)")
+        _baseline_line(axis, baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
+        _log_scale(axis, *(columns[column] for column, _, _ in drawn), [*baselines.values()])
         axis.set_xticks(distances)
         axis.set_xlabel("hop distance between source u and observer v")
         axis.set_ylabel(ylabel)
         axis.grid(True, which="major", alpha=0.3)
-        axis.legend(fontsize=8)
+        if axis.get_legend_handles_labels()[0]:  # without noise nothing finite is drawn
+            axis.legend(fontsize=8)
     figure.suptitle(f"Privacy loss u -> v by hop distance (mean, min-max over pairs), run {report['run']['run_id']}")
     return figure
 
@@ -106,6 +107,19 @@ def _draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, v
     x, mean, low, high = (np.array(column) for column in zip(*stats))
     spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
     axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+
+
+def _baseline_line(axis: plt.Axes, value: float, **style: object) -> None:
+    """A baseline across the axis; an infinite one (no noise) has no line."""
+    if np.isfinite(value):
+        axis.axhline(value, **style)
+
+
+def _log_scale(axis: plt.Axes, *values: object) -> None:
+    """Log scale when something positive and finite is drawn (without noise every loss is 0 or inf)."""
+    drawn = np.concatenate([np.asarray(v, dtype=float).ravel() for v in values])
+    if np.any(np.isfinite(drawn) & (drawn > 0)):
+        axis.set_yscale("log")
 
 
 def _pair_heatmap(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
@@ -135,11 +149,12 @@ def _node_means(report: Mapping[str, object], columns: Mapping[str, np.ndarray])
     axis.bar(observers, np.where(np.isfinite(exact), exact, np.nan), color="tab:blue", label="exact")
     for v in observers[np.isinf(exact)]:  # an infinite loss has no bar: say so where it would be
         axis.annotate("inf", (v, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top", color="tab:red")
-    axis.plot(observers, [_float(x) for x in means["paper"]], "D", color="tab:orange", label="paper (Thm 1)")
-    axis.plot(observers, [_float(x) for x in means["ldp"]], "_", color="tab:red", markersize=14, mew=2,
-              label="local DP (same noise)")
-    axis.axhline(baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
-    axis.set_yscale("log")
+    paper = [_float(x) for x in means["paper"]]
+    ldp = [_float(x) for x in means["ldp"]]
+    axis.plot(observers, paper, "D", color="tab:orange", label="paper (Thm 1)")
+    axis.plot(observers, ldp, "_", color="tab:red", markersize=14, mew=2, label="local DP (same noise)")
+    _baseline_line(axis, baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
+    _log_scale(axis, exact, paper, ldp, [baselines["central"]])
     axis.set_xlabel("observer v")
     axis.set_ylabel(f"mean Renyi DP (1/n) sum_u, alpha = {report['alpha']:g}")
     axis.set_title("What each node learns on average about the others")

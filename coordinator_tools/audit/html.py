@@ -72,16 +72,33 @@ def _sampler_banner(report: Mapping[str, object]) -> str:
 def _run_table(report: Mapping[str, object]) -> str:
     run = report["run"]
     rows = {
+        "protocol": report["protocol"],
         "graph": run["graph"],
         "nodes": run["n"],
-        "rounds (accelerated)" if run["accelerated"] else "rounds": run["rounds"],
-        "messages used / planned": f"{run['messages_used']} / {run['messages_planned']}",
+        **_schedule_rows(report),
         "noise sigma, sensitivity": f"{report['sigma']:g}, {report['sensitivity']:g}",
         "Renyi order alpha, delta": f"{report['alpha']:g}, {report['delta']:g}",
         "exact method": report["summary"]["exact_method"],
         "topology digest": run["topology_digest"],
     }
     return _key_value_table(rows)
+
+
+def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
+    """The schedule in a line or two: rounds and messages (synchronous) or exchanges (randomized)."""
+    run = report["run"]
+    if "rounds" in run:
+        return {"rounds (accelerated)" if run["accelerated"] else "rounds": run["rounds"],
+                "messages used / planned": f"{run['messages_used']} / {run['messages_planned']}"}
+    if "schedules" in run:
+        return {"simulated schedules (ex ante)": run["schedules"], "mean exchanges": f"{run['mean_exchanges']:g}"}
+    exchanges = report.get("exchanges", {})
+    return {
+        "exchanges committed / half-applied / declined / aborted": " / ".join(
+            str(run["exchanges"][status]) for status in ("committed", "half_applied", "declined", "aborted")),
+        "half-applied exchanges": ", ".join(exchanges.get("half_applied", [])) or "none",
+        "aborted exchanges": ", ".join(exchanges.get("aborted", [])) or "none",
+    }
 
 
 def _checks_table(checks: Sequence[Mapping[str, object]]) -> str:

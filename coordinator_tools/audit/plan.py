@@ -1,28 +1,27 @@
-"""Plan a run before it happens: its pairwise losses, its stopping time, and the noise it needs.
+"""Plan a run before it happens: what every protocol's planner shares.
 
-The plan is the audit of the planned transcript (every node completes every round, nobody
-drops), so planned and realized runs are accounted by the same code and reported in the same
-schema. On top: T_stop from Muffliato Thm 2, and calibration of σ for a target ε at δ, either
-by Muffliato's comparison rule (ε̄ = max over observers v of (1/n) Σ_u ε_{u→v}) or for the
-worst pair. Calibration uses the exact loss at its conservative upper end; it bisects on σ,
-which is sound because every exact loss decreases in σ (μ = (Δ/σ)·‖Π_v e_u‖, the projection
-does not depend on σ). The baselines are calibrated to the same target by the same rule.
+A plan is the audit of a planned schedule (every node completes every round, nobody drops)
+or, for randomized schedules, of simulated ones, so planned and realized runs are accounted
+by the same code and reported in the same schema. Calibration finds the smallest σ whose
+loss meets a target ε at δ, either by Muffliato's comparison rule (ε̄ = max over observers v
+of (1/n) Σ_u ε_{u→v}) or for the worst pair. It bisects on σ, which is sound because every
+loss the planners calibrate decreases in σ (μ = (Δ/σ)·√p, p does not depend on σ). The
+baselines are calibrated to the same target by the same rule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from coordinator_tools.audit.accountants import account
 from coordinator_tools.audit.conversion import Conversion, gaussian_epsilon, squared_mu
-from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
-from coordinator_tools.audit.transcript import Transcript, planned_transcript
-from coordinator_tools.theory import muffliato_t_stop, worst_case_spread
-from node.topology import Topology
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.protocols.base import RealizedRun
 
 Rule = Literal["mean", "worst"]
 # Bisection stops when the bracket on σ is this narrow (relative); the upper end is returned.
@@ -42,53 +41,30 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """The planned run's losses, and what the planner adds to the report (key "plan")."""
+class PlanOptions:
+    """What a planner is asked; None means the topology's published value (or the planner's default)."""
 
-    transcript: Transcript
+    sigma: float | None = None
+    sensitivity: float | None = None
+    alpha: float | None = None
+    delta: float = 1e-5
+    conversion: Conversion = "tight"
+    threat_model: ThreatModel = ThreatModel()
+    target: Target | None = None
+    rounds: int | None = None  # synchronous gossip: rounds T
+    accelerated: bool | None = None  # synchronous gossip: Chebyshev or plain
+    schedules: int | None = None  # randomized schedules: how many to simulate
+    seed: int | None = None  # randomized schedules: seed of the simulation
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planned run's losses, what the planner adds to the report (key "plan"), and a headline."""
+
+    run: RealizedRun
     losses: PairwiseLosses
     details: dict[str, object]
-
-
-def plan(
-    topology: Topology,
-    *,
-    rounds: int,
-    accelerated: bool,
-    sigma: float,
-    sensitivity: float,
-    alpha: float,
-    delta: float,
-    conversion: Conversion = "tight",
-    threat_model: ThreatModel = ThreatModel(),
-    target: Target | None = None,
-) -> Plan:
-    """Account the planned run; with a target, at the smallest σ that meets it instead of `sigma`."""
-    transcript = planned_transcript(topology, rounds=rounds, accelerated=accelerated)
-    details: dict[str, object] = {"rounds": rounds, "accelerated": accelerated}
-    if target is not None:
-        n = topology.n
-        geometries = {
-            "exact": view_geometry(transcript, threat_model).upper,
-            "ldp": _constant_geometry(n, 1.0),
-            "central": _constant_geometry(n, 1.0 / n),
-        }
-        sigmas = {
-            name: calibrate_sigma(geometry, sensitivity=sensitivity, delta=delta, target=target)
-            for name, geometry in geometries.items()
-        }
-        sigma = sigmas["exact"]
-        details["calibration"] = {"target_eps": target.epsilon, "rule": target.rule, "sigma": sigmas}
-    details["t_stop"] = (
-        muffliato_t_stop(topology.n, topology.spectral_gap, sigma, worst_case_spread(sensitivity), accelerated)
-        if sigma > 0
-        else None
-    )
-    losses = account(
-        transcript, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
-        threat_model=threat_model, conversion=conversion,
-    )  # fmt: skip
-    return Plan(transcript=transcript, losses=losses, details=details)
+    headline: str
 
 
 def summarize(eps: np.ndarray, rule: Rule) -> float:
@@ -110,6 +86,11 @@ def calibrate_sigma(geometry: np.ndarray, *, sensitivity: float, delta: float, t
         mu = np.sqrt(squared_mu(values, sigma=sigma, sensitivity=sensitivity))
         return summarize(gaussian_epsilon(mu, delta)[inverse].reshape(geometry.shape), target.rule)
 
+    return smallest_sigma(loss, sensitivity=sensitivity, target=target)
+
+
+def smallest_sigma(loss: Callable[[float], float], *, sensitivity: float, target: Target) -> float:
+    """Smallest σ (to SIGMA_RTOL, rounded up) with loss(σ) <= target, for a loss decreasing in σ."""
     if loss(0.0) <= target.epsilon:
         return 0.0
     high = sensitivity
@@ -120,6 +101,14 @@ def calibrate_sigma(geometry: np.ndarray, *, sensitivity: float, delta: float, t
         middle = (low + high) / 2
         low, high = (low, middle) if loss(middle) <= target.epsilon else (middle, high)
     return high
+
+
+def baseline_sigmas(n: int, *, sensitivity: float, delta: float, target: Target) -> dict[str, float]:
+    """σ the local-DP and central-DP baselines need for the same target."""
+    return {
+        name: calibrate_sigma(_constant_geometry(n, value), sensitivity=sensitivity, delta=delta, target=target)
+        for name, value in (("ldp", 1.0), ("central", 1.0 / n))
+    }
 
 
 def _constant_geometry(n: int, value: float) -> np.ndarray:

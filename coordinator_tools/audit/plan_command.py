@@ -1,4 +1,8 @@
-"""`netdp plan`: account a run before starting it, and calibrate its noise for a target loss."""
+"""`netdp plan`: account a run before starting it, and calibrate its noise for a target loss.
+
+The topology's protocol picks the planner (its auditor's `plan`): the planned schedule of
+synchronous gossip, or simulated schedules of randomized gossip.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coordinator_tools.audit.checks import loss_checks
-from coordinator_tools.audit.command import DEFAULT_DELTA
+from coordinator_tools.audit.command import DEFAULT_DELTA, NO_NOISE
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.plan import Plan, Target, plan, summarize
+from coordinator_tools.audit.plan import Plan, PlanOptions, Target, summarize
+from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.report import build_report, write_report
 from node.topology import load_topology
 
@@ -19,17 +24,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="pairwise privacy loss of a planned run, T_stop, and the noise a target loss needs",
-        description="Account the run TOPO describes as if every node completed every round (paper bound, exact "
-        "loss of each whole view, local-DP and central-DP baselines), report Muffliato's T_stop, and with a "
-        "target find the smallest sigma that meets it. Options left out take the topology's values. Writes "
-        "OUT (the audit report's schema) and a per-pair CSV beside it.",
+        description="Account the run TOPO describes before it happens (paper bound, exact loss of each whole "
+        "view, local-DP and central-DP baselines): synchronous Muffliato as if every node completed every round "
+        "(with Muffliato's T_stop), randomized Muffliato ex ante over simulated schedules. With a target, find "
+        "the smallest sigma that meets it. Options left out take the topology's values. Writes OUT (the audit "
+        "report's schema) and a per-pair CSV beside it.",
     )
     parser.add_argument("topology", metavar="TOPO", type=Path, help="published topology file")
     parser.add_argument("--out", type=Path, required=True, help="plan file to write, e.g. plan.json")
-    parser.add_argument("--rounds", type=_positive_int, help="gossip rounds T")
+    parser.add_argument("--rounds", type=_positive_int, help="muffliato: gossip rounds T")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--plain", dest="accelerated", action="store_false", default=None, help="plain gossip")
-    mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="Chebyshev gossip")
+    mode.add_argument("--plain", dest="accelerated", action="store_false", default=None,
+                      help="muffliato: plain gossip")
+    mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="muffliato: Chebyshev gossip")
+    parser.add_argument("--schedules", type=_positive_int,
+                        help="muffliato-async: simulated schedules to average over (default 20)")
+    parser.add_argument("--seed", type=int, help="muffliato-async: seed of the simulated schedules (default 0)")
     parser.add_argument("--sigma", type=_non_negative, help="noise std each node adds once")
     parser.add_argument("--sensitivity", type=_positive, help="l2 sensitivity Delta of a node's input")
     parser.add_argument("--alpha", type=_order, help="Renyi order of the RDP columns")
@@ -49,21 +59,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
-    params = topology.protocol
-    result = plan(
-        topology,
-        rounds=params.rounds if args.rounds is None else args.rounds,
-        accelerated=params.accelerated if args.accelerated is None else args.accelerated,
-        sigma=params.sigma if args.sigma is None else args.sigma,
-        sensitivity=params.sensitivity if args.sensitivity is None else args.sensitivity,
-        alpha=params.alpha if args.alpha is None else args.alpha,
+    options = PlanOptions(
+        sigma=args.sigma,
+        sensitivity=args.sensitivity,
+        alpha=args.alpha,
         delta=args.delta,
         conversion=args.conversion,
         threat_model=ThreatModel(observer_knows_own_noise=not args.own_noise_unknown),
         target=_target(args),
+        rounds=args.rounds,
+        accelerated=args.accelerated,
+        schedules=args.schedules,
+        seed=args.seed,
     )
+    result = auditor_named(topology.protocol.name).plan(topology, options)
     checks = loss_checks(result.losses)
-    report = build_report(result.losses, result.transcript, checks=checks, extra={"plan": result.details})
+    report = build_report(result.losses, result.run, checks=checks, extra={"plan": result.details})
     json_path, csv_path = write_report(report, args.out.parent, json_name=args.out.name,
                                        csv_name=f"{args.out.stem}-pairs.csv")
     print(_summary(result))
@@ -85,13 +96,14 @@ def _target(args: argparse.Namespace) -> Target | None:
 def _summary(result: Plan) -> str:
     """One screen: the run's shape, its noise, and the headline losses against the baselines."""
     losses, details = result.losses, result.details
-    lines = [
-        f"n = {losses.n}, T = {details['rounds']} ({'accelerated' if details['accelerated'] else 'plain'}), "
-        f"T_stop = {details['t_stop']}, sigma = {losses.sigma:.6g}",
-        f"exact eps at delta {losses.delta:g}: worst pair {summarize(losses.exact_eps_upper, 'worst'):.4g}, "
-        f"mean rule {summarize(losses.exact_eps_upper, 'mean'):.4g}; "
-        f"LDP {losses.ldp_eps:.4g}, central {losses.central_eps:.4g}",
-    ]
+    lines = [result.headline]
+    if losses.sigma == 0:
+        lines.append(NO_NOISE)
+    else:
+        eps = losses.exact_eps_upper
+        lines.append(f"exact eps at delta {losses.delta:g}: worst pair {summarize(eps, 'worst'):.4g}, "
+                     f"mean rule {summarize(eps, 'mean'):.4g}; "
+                     f"LDP {losses.ldp_eps:.4g}, central {losses.central_eps:.4g}")
     calibration = details.get("calibration")
     if isinstance(calibration, dict):
         sigmas = calibration["sigma"]

@@ -1,8 +1,9 @@
 """The audit report: one JSON document (schema in SCHEMA.md) and one CSV row per ordered pair.
 
-`build_report` needs only the accountants' result and the transcript, so the planner
-(a transcript from the topology, no logs) and the auditor (a replayed transcript) write
-the same document. Figures and the HTML page are drawn from the document alone.
+`build_report` needs only the accountants' result and the run (any protocol's realized or
+planned transcript), so the planner (a schedule from the topology, no logs) and the auditor
+(a replayed one) write the same document. Figures and the HTML page are drawn from the
+document alone.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from coordinator_tools.audit.checks import Check, paper_undercounts
 from coordinator_tools.audit.losses import PairwiseLosses
-from coordinator_tools.audit.transcript import Transcript
 from node.topology import Topology
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.protocols.base import RealizedRun
 
 SCHEMA_VERSION = "netdp.audit.report/1"
 REPORT_FILE = "report.json"
@@ -39,25 +43,26 @@ JsonNumber = float | str | None
 
 def build_report(
     losses: PairwiseLosses,
-    transcript: Transcript,
+    run: RealizedRun,
     *,
     checks: Sequence[Check] = (),
     sampler_kinds: Mapping[int, str] | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """The report document; `sampler_kinds` is None for a plan (no node ran), `extra` adds top-level keys."""
-    if losses.n != transcript.n:
-        raise ValueError(f"losses are for {losses.n} nodes, the transcript for {transcript.n}")
+    if losses.n != run.n:
+        raise ValueError(f"losses are for {losses.n} nodes, the run for {run.n}")
     undercounts = paper_undercounts(losses)
     report: dict[str, object] = {
         "schema": SCHEMA_VERSION,
-        "run": _run_section(transcript),
+        "protocol": run.protocol,
+        "run": run.run_section(),
         "alpha": losses.alpha,
         "delta": losses.delta,
         "sigma": losses.sigma,
         "sensitivity": losses.sensitivity,
         "threat_model": losses.threat_model.describe(),
-        "pairs": _pairs(losses, hop_distances(transcript.topology), set(undercounts)),
+        "pairs": _pairs(losses, hop_distances(run.topology), set(undercounts)),
         "baselines": {
             "ldp": {"rdp": json_number(losses.ldp_rdp), "eps": json_number(losses.ldp_eps)},
             "central": {"rdp": json_number(losses.central_rdp), "eps": json_number(losses.central_eps)},
@@ -114,22 +119,6 @@ def observer_means(matrix: np.ndarray) -> np.ndarray:
 def hop_distances(topology: Topology) -> np.ndarray:
     """Shortest-path hop counts between every pair of nodes of the published graph."""
     return shortest_path(topology.gossip_matrix(), unweighted=True, directed=False)
-
-
-def _run_section(transcript: Transcript) -> dict[str, object]:
-    topology = transcript.topology
-    planned = transcript.rounds * sum(len(peers) for peers in topology.neighbours)
-    return {
-        "run_id": topology.run_id,
-        "topology_digest": topology.digest,
-        "graph": topology.graph,
-        "n": topology.n,
-        "rounds": transcript.rounds,
-        "accelerated": transcript.accelerated,
-        "rounds_completed": [transcript.completed_rounds(v) for v in range(topology.n)],
-        "messages_used": sum(len(used) for node in transcript.used for used in node),
-        "messages_planned": planned,
-    }
 
 
 def _pairs(losses: PairwiseLosses, hops: np.ndarray, undercounts: set[tuple[int, int]]) -> list[dict[str, object]]:

@@ -1,6 +1,6 @@
 """What an observer saw and what it can subtract, under a threat model.
 
-Every accountant (Thm 1, exact, attack) reads an observer's view through this module, so
+Every accountant (paper, exact, attack) reads an observer's view through this module, so
 "who observes", "which messages" and "which noise is unknown" are decided in one place.
 With collusion, each member of the coalition is accounted as the coalition: one observer
 whose view is the union of their views and who knows all of their inputs.
@@ -12,28 +12,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.transcript import Transcript
-
-Message = tuple[int, int]  # (sender w, round t): the value x_w^t
 
 
 @dataclass(frozen=True)
 class ObserverView:
-    """One observer's view of a synchronous gossip run of n nodes.
-
-    ``messages`` are the distinct values received, sorted by round then sender.
-    """
+    """One observer's view: the model rows it received (ascending), among n nodes."""
 
     observers: tuple[int, ...]
-    messages: tuple[Message, ...]
+    messages: tuple[int, ...]
     n: int
     knows_own_noise: bool
 
     @property
     def hidden(self) -> list[int]:
-        """Columns of z = x + η the observer cannot subtract: all but its own if it knows its own
-        noise, all of them if it knows only its own input (Muffliato Eq. 5)."""
+        """Columns of z = x + η the observer cannot subtract (one-draw-per-input models): all
+        but its own if it knows its own noise, all of them if it knows only its own input
+        (Muffliato Eq. 5)."""
         known = set(self.observers) if self.knows_own_noise else set()
         return [k for k in range(self.n) if k not in known]
 
@@ -41,31 +37,44 @@ class ObserverView:
         """The nodes whose privacy this view is accounted for."""
         return [u for u in range(self.n) if u not in self.observers]
 
-    def rows(self, history: np.ndarray) -> np.ndarray:
-        """K: the view's float coefficient rows on the hidden columns.
+    def rows(self, matrix: np.ndarray) -> np.ndarray:
+        """K: the view's rows of `matrix` on the hidden columns (one-draw-per-input models).
 
-        Each row is divided by the norm of the whole message row (never zero: rows sum to 1).
-        Scaling a message does not change what it reveals, and rows of comparable size keep
-        rank cut-offs about information rather than about how far gossip has shrunk a row.
+        Each row is divided by the norm of the whole message row (never zero for averaging:
+        rows sum to 1). Scaling a message does not change what it reveals, and rows of
+        comparable size keep rank cut-offs about information rather than about how far gossip
+        has shrunk a row.
         """
-        full = history[[t for _, t in self.messages], [w for w, _ in self.messages]]
+        full = matrix[list(self.messages)]
         return full[:, self.hidden] / np.linalg.norm(full, axis=1, keepdims=True)
 
+    def matrices(self, model: LinearGaussianModel) -> tuple[np.ndarray, np.ndarray]:
+        """(signal A e_u for every source u, noise map B S on the unknown draws), rows normalised."""
+        rows = list(self.messages)
+        inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
+        norms = np.sqrt(np.sum(np.square(inputs), axis=1) + np.sum(np.square(noise), axis=1))[:, None]
+        norms[norms == 0] = 1.0
+        known = set(self.observers) if self.knows_own_noise else set()
+        unknown = [k for k, owner in enumerate(model.owners) if owner not in known]
+        return inputs[:, self.sources()] / norms, noise[:, unknown] / norms
 
-def observer_view(transcript: Transcript, observer: int, threat_model: ThreatModel) -> ObserverView:
+
+def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:
+    """The observers accounted together with `observer`: its coalition, or itself alone."""
+    members = tuple(sorted(set(threat_model.collusion)))
+    if any(not 0 <= member < n for member in members):
+        raise ValueError(f"colluding observers {members} name a node outside 0..{n - 1}")
+    return members if observer in members else (observer,)
+
+
+def observer_view(model: LinearGaussianModel, observer: int, threat_model: ThreatModel) -> ObserverView:
     """The view of `observer`, or of the coalition it belongs to."""
-    n = transcript.n
-    coalition = tuple(sorted(set(threat_model.collusion)))
-    if any(not 0 <= member < n for member in coalition):
-        raise ValueError(f"colluding observers {coalition} name a node outside 0..{n - 1}")
-    observers = coalition if observer in coalition else (observer,)
-    messages = sorted({message for member in observers for message in transcript.received[member]},
-                      key=lambda message: (message[1], message[0]))
-    return ObserverView(
-        observers=observers, messages=tuple(messages), n=n, knows_own_noise=threat_model.observer_knows_own_noise
-    )
+    observers = coalition(observer, threat_model, model.n)
+    messages = sorted({row for member in observers for row in model.received[member]})
+    return ObserverView(observers=observers, messages=tuple(messages), n=model.n,
+                        knows_own_noise=threat_model.observer_knows_own_noise)
 
 
-def observer_views(transcript: Transcript, threat_model: ThreatModel) -> list[ObserverView]:
+def observer_views(model: LinearGaussianModel, threat_model: ThreatModel) -> list[ObserverView]:
     """observer_view for every node v = 0..n-1 (column v of the pairwise arrays)."""
-    return [observer_view(transcript, v, threat_model) for v in range(transcript.n)]
+    return [observer_view(model, v, threat_model) for v in range(model.n)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -23,16 +24,31 @@ def parse_kill(spec: str) -> tuple[int, int]:
     return int(node), int(round_index)
 
 
+def _steps_per_node(protocol: BaseModel) -> int | None:
+    """Local steps every node makes when the protocol fixes their number (rounds, or exchanges); else None."""
+    return getattr(protocol, "rounds", None) or getattr(protocol, "exchanges", None)
+
+
 def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions) -> ClusterResult:
-    """run_cluster with a progress bar of rounds started over all nodes."""
+    """run_cluster with a progress bar of local steps (rounds, exchanges) started over all nodes.
+
+    The bar appears once the nodes run, so that a refused input is the only thing printed.
+    """
     topology = load_topology(topology_path)
-    total = topology.n * topology.protocol.rounds
-    with Progress(TextColumn("[bold]gossip rounds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=CONSOLE, transient=True) as progress:
-        task = progress.add_task("rounds", total=total)
-        result = run_cluster(topology_path, data_dir, rundir, options,
-                             on_progress=lambda rounds: progress.update(task, completed=sum(rounds.values())))
-    return result
+    steps = _steps_per_node(topology.protocol)
+    progress = Progress(TextColumn("[bold]local steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=CONSOLE, transient=True)
+    task = progress.add_task("steps", total=None if steps is None else topology.n * steps)
+
+    def show(started: dict[int, int]) -> None:
+        progress.start()  # once; later calls return at once
+        progress.update(task, completed=sum(started.values()))
+
+    try:
+        return run_cluster(topology_path, data_dir, rundir, options, on_progress=show)
+    finally:
+        if progress.live.is_started:
+            progress.stop()
 
 
 def report_failures(result: ClusterResult) -> None:

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from coordinator_tools.datasets import node_data_file
+from node.data import load_vector
 from node.errors import ConfigError, LogFormatError
-from node.peer import ESTIMATE_FILE
+from node.host import ESTIMATE_FILE
+from node.security import CA_FILE, CERT_FILE, KEY_FILE
 from node.topology import Topology, load_topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
@@ -70,7 +72,8 @@ class LaunchOptions:
     sampler: str = "secure"
     simulation_seed: int | None = None  # master seed; each node gets its own derived seed
     certs_dir: Path | None = None  # None: plain text (explicitly insecure)
-    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> round at whose start it is SIGKILLed
+    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> local step at whose start it is SIGKILLed
+    lost_reply_fraction: float = 0.0  # fault injection: share of call replies every node loses
     timeout_s: float | None = None
 
 
@@ -102,7 +105,9 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
         derived = np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0]
         command += ["--sim-seed", str(int(derived))]
     if node_id in options.kill_at_round:
-        command += ["--fault-kill-at-round", str(options.kill_at_round[node_id])]
+        command += ["--fault-kill-at-step", str(options.kill_at_round[node_id])]
+    if options.lost_reply_fraction:
+        command += ["--fault-lose-replies", str(options.lost_reply_fraction)]
     if options.certs_dir is None:
         command.append("--insecure")
     else:
@@ -121,11 +126,14 @@ def start_node_process(rundir: Path, node_id: int, data_file: Path, options: Lau
 
 def default_timeout(topology: Topology) -> float:
     network = topology.network
-    return network.startup_deadline_s + topology.protocol.rounds * network.round_deadline_s * 2 + 30.0
+    return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network) + 30.0
 
 
 def logged_rounds(log_dir: Path) -> tuple[int, bool]:
-    """(rounds the node has started, finished?) read from its view log so far."""
+    """(local steps the node has started, finished?) read from its view log so far.
+
+    A step is a round it sent (synchronous gossip) or an exchange it proposed (asynchronous).
+    """
     path = Path(log_dir) / VIEW_LOG_NAME
     if not path.exists():
         return 0, False
@@ -133,18 +141,43 @@ def logged_rounds(log_dir: Path) -> tuple[int, bool]:
         contents = read_log(path)
     except LogFormatError:
         return 0, False
-    rounds = {record.round for record in contents.of_kind("sent")}
-    return len(rounds), bool(contents.of_kind("final_output"))
+    rounds = {record.round for record in contents.of_kind("sent") if not record.kind}
+    proposals = sum(1 for event in contents.of_kind("exchange") if event.phase == "proposed")
+    return len(rounds) + proposals, bool(contents.of_kind("final_output"))
 
 
 ProgressCallback = Callable[[dict[int, int]], None]
 
 
+def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptions) -> dict[int, Path]:
+    """Every node's data file, once the inputs of a run are known to be usable; a one-line ConfigError otherwise.
+
+    Checked before any process starts, so that a typo fails at once instead of after a whole run.
+    """
+    strays = sorted(set(options.kill_at_round) - set(range(topology.n)))
+    if strays:
+        raise ConfigError(f"--kill names node {strays[0]}, but the topology's nodes are 0..{topology.n - 1}")
+    if options.certs_dir is not None:
+        for v in range(topology.n):
+            folder = Path(options.certs_dir) / f"node-{v}"
+            missing = [name for name in (CA_FILE, CERT_FILE, KEY_FILE) if not (folder / name).is_file()]
+            if missing:
+                lacks = "no certificate folder" if not folder.is_dir() else f"no {missing[0]} in {folder}"
+                raise ConfigError(f"{options.certs_dir} has {lacks} for node {v}; "
+                                  "make the certificates of this topology with `netdp certs TOPOLOGY --out DIR`")
+    dimension = getattr(topology.protocol, "dimension", None)
+    data_files = {v: node_data_file(data_dir, v) for v in range(topology.n)}
+    if dimension is not None:
+        for path in data_files.values():
+            load_vector(path, dimension)
+    return data_files
+
+
 def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),
                 on_progress: ProgressCallback | None = None) -> ClusterResult:
     """Run every node as its own process until all exit (or the timeout), then collect."""
+    data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
     topology = prepare_rundir(topology_path, rundir)
-    data_files = {v: node_data_file(data_dir, v) for v in range(topology.n)}
     processes: dict[int, subprocess.Popen] = {}
     deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
     timed_out = False

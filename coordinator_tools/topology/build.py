@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from node.mixing import edge_weights, spectral_gap
 from node.schema import describe_validation_error
-from node.topology import ROW_SUM_TOLERANCE, MuffliatoParams, NetworkParams, Topology, Weighting
+from node.topology import ROW_SUM_TOLERANCE, NetworkParams, ProtocolParams, Topology, Weighting
 
 DerivedWeighting = Literal["metropolis", "min_degree"]
 DEFAULT_HOST = "127.0.0.1"
@@ -71,7 +71,7 @@ def build_topology(
     *,
     graph_name: str,
     run_id: str,
-    protocol: MuffliatoParams,
+    protocol: ProtocolParams,
     weighting: DerivedWeighting = "metropolis",
     graph_seed: int | None = None,
     addresses: Sequence[str] | None = None,
@@ -90,23 +90,22 @@ def build_topology(
         addresses = [f"{host}:{base_port + node}" for node in range(n)]
     elif len(addresses) != n:
         raise ValueError(f"{len(addresses)} addresses given for {n} nodes")
+    document = {
+        "run_id": run_id,
+        "graph": graph_name,
+        "graph_seed": graph_seed,
+        "nodes": [{"id": node, "address": address} for node, address in enumerate(addresses)],
+        "edges": [{"u": u, "v": v, "weight": w} for (u, v), w in mixing.weights.items()],
+        "weighting": mixing.weighting,
+        "spectral_gap": mixing.spectral_gap,
+        "gamma": mixing.gamma,
+        "protocol": protocol,
+        "network": network,
+    }
     try:
-        return Topology.model_validate(
-            {
-                "run_id": run_id,
-                "graph": graph_name,
-                "graph_seed": graph_seed,
-                "nodes": [{"id": node, "address": address} for node, address in enumerate(addresses)],
-                "edges": [{"u": u, "v": v, "weight": w} for (u, v), w in mixing.weights.items()],
-                "weighting": mixing.weighting,
-                "spectral_gap": mixing.spectral_gap,
-                "gamma": mixing.gamma,
-                "protocol": protocol,
-                "network": network,
-            }
-        )
+        return Topology.model_validate(document)
     except ValidationError as exc:
-        raise ValueError(describe_validation_error(exc)) from None
+        raise ValueError(describe_validation_error(exc, document)) from None
 
 
 def new_run_id(graph_name: str) -> str:

@@ -13,19 +13,18 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
-from coordinator_tools.topology.build import (
-    DEFAULT_BASE_PORT,
-    DEFAULT_HOST,
-    build_topology,
-    gossip_mixing,
-    new_run_id,
-)
+from coordinator_tools.topology.build import DEFAULT_BASE_PORT, DEFAULT_HOST, build_topology, new_run_id
 from coordinator_tools.topology.edgelist import read_edge_list
 from coordinator_tools.topology.generators import GENERATORS, generate
+from coordinator_tools.topology.protocol_options import (
+    GraphFacts,
+    add_protocol_options,
+    protocol_params,
+    summary_rows,
+)
 from node.errors import ConfigError
 from node.schema import describe_validation_error
-from node.topology import MuffliatoParams, NetworkParams, Topology, load_topology, save_topology
+from node.topology import ErdosRenyiSchedule, NetworkParams, Topology, load_topology, save_topology
 
 SEED_BITS = 31
 
@@ -35,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "topology",
         help="make, import and inspect published topologies",
-        description="Make the topology file every node loads: graph, gossip weights, addresses, Muffliato parameters.",
+        description="Make the topology file every node loads: graph, weights, addresses, protocol parameters.",
     )
     actions = parser.add_subparsers(dest="topology_command", required=True, metavar="ACTION")
     publishing = _publishing_options()
@@ -87,7 +86,7 @@ def _add_kind_option(parser: argparse.ArgumentParser, kind: str, parameter: str,
 
 
 def _publishing_options() -> argparse.ArgumentParser:
-    """Options shared by `generate` and `import`: output, weights, Muffliato and network parameters."""
+    """Options shared by `generate` and `import`: output, weights, protocol and network parameters."""
     options = argparse.ArgumentParser(add_help=False)
     add = options.add_argument
     add("--out", type=Path, required=True, help="topology file to write (JSON)")
@@ -97,17 +96,6 @@ def _publishing_options() -> argparse.ArgumentParser:
         choices=["metropolis", "min_degree"],
         help="gossip weights from degrees (default metropolis; not with a weighted edge list)",
     )
-    add("--sigma", type=float, default=1.0, help="std of the noise each node adds once (default %(default)s)")
-    add(
-        "--sensitivity",
-        type=float,
-        default=1.0,
-        help="l2 sensitivity Delta; inputs are clipped to norm Delta/2 (default %(default)s)",
-    )
-    add("--alpha", type=float, default=2.0, help="Renyi order used in reports (default %(default)s)")
-    add("--rounds", type=int, help="gossip rounds T (default: T_stop of Muffliato Thm 2 for the worst-case spread)")
-    add("--plain", action="store_true", help="plain gossip instead of Chebyshev acceleration")
-    add("--dimension", type=int, default=1, help="length D of every node's vector (default %(default)s)")
     add("--host", default=DEFAULT_HOST, help="host of every node's address (default %(default)s)")
     add(
         "--base-port", type=int, default=DEFAULT_BASE_PORT, help="node i listens on base-port + i (default %(default)s)"
@@ -118,6 +106,7 @@ def _publishing_options() -> argparse.ArgumentParser:
         default=NetworkParams().round_deadline_s,
         help="seconds a node waits for a round's values before dropping a neighbour (default %(default)s)",
     )
+    add_protocol_options(options)
     return options
 
 
@@ -160,18 +149,7 @@ def _publish(
     """Build the topology from the graph and the shared options, write it, and summarize it."""
     weighting = args.weighting or "metropolis"
     with _as_config_errors():
-        rounds = args.rounds
-        if rounds is None:
-            gap = gossip_mixing(graph, weighting, explicit_weights).spectral_gap
-            rounds = _worst_case_t_stop(graph.number_of_nodes(), gap, args.sigma, args.sensitivity, not args.plain)
-        protocol = MuffliatoParams(
-            sigma=args.sigma,
-            sensitivity=args.sensitivity,
-            alpha=args.alpha,
-            rounds=rounds,
-            accelerated=not args.plain,
-            dimension=args.dimension,
-        )
+        protocol = protocol_params(args, GraphFacts(graph, weighting, explicit_weights))
         topology = build_topology(
             graph,
             graph_name=graph_name,
@@ -195,26 +173,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _print_summary(topology: Topology, *, title: str) -> None:
-    degrees = [len(peers) for peers in topology.neighbours]
-    protocol = topology.protocol
     seed = "" if topology.graph_seed is None else f" (seed {topology.graph_seed})"
     rows: list[tuple[str, object]] = [
         ("run id", topology.run_id),
         ("graph", topology.graph + seed),
         ("nodes", topology.n),
-        ("edges", len(topology.edges)),
-        ("degree min / max", f"{min(degrees)} / {max(degrees)}"),
-        ("weighting", topology.weighting),
-        ("spectral gap", f"{topology.spectral_gap:.6g}"),
-        ("gamma", f"{topology.gamma:.6g}"),
-        ("rounds", protocol.rounds),
-        ("T_stop (worst-case spread)", _theory_rounds(topology)),
-        ("accelerated", protocol.accelerated),
-        ("sigma", protocol.sigma),
-        ("sensitivity", protocol.sensitivity),
-        ("alpha", protocol.alpha),
-        ("dimension", protocol.dimension),
-        ("MSE bound 3 sigma^2 / n", f"{muffliato_mse_bound(topology.n, protocol.sigma):.6g}"),
+        *_graph_rows(topology),
+        *summary_rows(topology),
         ("round deadline (s)", topology.network.round_deadline_s),
     ]
     table = Table(title=title, show_header=False)
@@ -225,20 +190,20 @@ def _print_summary(topology: Topology, *, title: str) -> None:
     Console(highlight=False).print(table)
 
 
-def _theory_rounds(topology: Topology) -> str:
-    """T_stop for this file's parameters, or why there is none (sigma = 0)."""
-    protocol = topology.protocol
-    if protocol.sigma == 0.0:
-        return "none (sigma = 0)"
-    t_stop = _worst_case_t_stop(
-        topology.n, topology.spectral_gap, protocol.sigma, protocol.sensitivity, protocol.accelerated
-    )
-    return str(t_stop)
-
-
-def _worst_case_t_stop(n: int, gap: float, sigma: float, sensitivity: float, accelerated: bool) -> int:
-    """T_stop for the largest spread inputs clipped to norm sensitivity/2 can have: safe whatever the data."""
-    return muffliato_t_stop(n, gap, sigma, worst_case_spread(sensitivity), accelerated=accelerated)
+def _graph_rows(topology: Topology) -> list[tuple[str, object]]:
+    """The graph's links and degrees (or how it is drawn anew each step), weights and spectral numbers."""
+    schedule = topology.schedule
+    if isinstance(schedule, ErdosRenyiSchedule):
+        rows: list[tuple[str, object]] = [("graph schedule", f"G(n, p = {schedule.p}) per step, seed {schedule.seed}")]
+    else:
+        degrees = [len(peers) for peers in topology.neighbours]
+        rows = [(name, len(links)) for name, links in (("edges", topology.edges), ("arcs", topology.arcs)) if links]
+        rows.append(("degree min / max", f"{min(degrees)} / {max(degrees)}"))
+    rows.append(("weighting", topology.weighting))
+    if topology.transitions is not None:
+        rows.append(("transitions", f"{len(topology.transitions)} published"))
+    spectral = (("spectral gap", topology.spectral_gap), ("gamma", topology.gamma))
+    return rows + [(name, f"{value:.6g}") for name, value in spectral if value is not None]
 
 
 @contextmanager

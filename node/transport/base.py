@@ -1,4 +1,9 @@
-"""What a transport must offer the node: a link to each neighbour that delivers one message."""
+"""What a transport must offer the node: a link to each peer that delivers a message or calls.
+
+A link knows nothing of protocols: it moves one envelope and its payload and reports the
+outcome as a gRPC status name. What a status means for a protocol (a peer that is behind,
+a round that has closed) is decided by the delivery policies in `node.delivery`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ RETRYABLE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CAN
 
 
 class LinkError(Exception):
-    """One delivery attempt failed; `code` is a gRPC status code name."""
+    """One attempt failed; `code` is a gRPC status code name."""
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
@@ -27,19 +32,9 @@ class LinkError(Exception):
         """No connection to the peer (dead, cut off or not up yet), as opposed to a peer that answered."""
         return self.code == "UNAVAILABLE"
 
-    @property
-    def peer_behind(self) -> bool:
-        """The peer refused a round too far ahead of its own: it takes the value once it catches up."""
-        return self.code == "OUT_OF_RANGE"
-
-    @property
-    def peer_moved_on(self) -> bool:
-        """The peer closed the round without our value (or is in another run): it has moved past it."""
-        return self.code == "FAILED_PRECONDITION"
-
 
 class PeerLink(Protocol):
-    """A long-lived connection to one neighbour."""
+    """A long-lived connection to one peer."""
 
     async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
         """Deliver one message; return once the peer durably logged it, else raise LinkError.
@@ -47,6 +42,11 @@ class PeerLink(Protocol):
         With `wait_for_peer`, a peer not yet reachable is waited for until the timeout;
         without, an unreachable peer fails the attempt at once.
         """
+        ...
+
+    async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
+                   ) -> tuple[peer_pb2.Envelope, bytes]:
+        """Send one request and return the peer's reply (envelope and payload), else raise LinkError."""
         ...
 
     async def close(self) -> None: ...

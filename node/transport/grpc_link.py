@@ -1,5 +1,5 @@
-"""Client side: one long-lived gRPC channel per neighbour; a message that fits one chunk
-goes in a unary call, a larger one is streamed in chunks."""
+"""Client side: one long-lived gRPC channel per peer. A message or request that fits one
+chunk goes in a unary call, a larger one is streamed in chunks."""
 
 from __future__ import annotations
 
@@ -42,9 +42,31 @@ class GrpcPeerLink:
         except grpc.aio.AioRpcError as exc:
             raise LinkError(exc.code().name, exc.details() or "") from None
 
+    async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
+                   ) -> tuple[peer_pb2.Envelope, bytes]:
+        try:
+            if len(data) <= self._chunk_bytes:
+                reply = await self._stub.Call(peer_pb2.Chunk(envelope=envelope, data=data), timeout=timeout_s,
+                                              wait_for_ready=wait_for_peer)
+                return reply.envelope, reply.data
+            replies = self._stub.CallStream(self._chunks(envelope, data), timeout=timeout_s,
+                                            wait_for_ready=wait_for_peer)
+            chunks = [chunk async for chunk in replies]
+        except grpc.aio.AioRpcError as exc:
+            raise LinkError(exc.code().name, exc.details() or "") from None
+        if not chunks or not chunks[0].HasField("envelope"):
+            raise LinkError("INTERNAL", "the reply carries no envelope")
+        return chunks[0].envelope, b"".join(chunk.data for chunk in chunks)
+
     async def _chunks(self, envelope: peer_pb2.Envelope, data: bytes) -> AsyncIterator[peer_pb2.Chunk]:
-        for index, piece in enumerate(split_chunks(data, self._chunk_bytes)):
-            yield peer_pb2.Chunk(envelope=envelope, data=piece) if index == 0 else peer_pb2.Chunk(data=piece)
+        for chunk in wire_chunks(envelope, data, self._chunk_bytes):
+            yield chunk
 
     async def close(self) -> None:
         await self._channel.close()
+
+
+def wire_chunks(envelope: peer_pb2.Envelope, data: bytes, chunk_bytes: int) -> list[peer_pb2.Chunk]:
+    """A message as chunks: the first carries the envelope, every one the next slice of the payload."""
+    return [peer_pb2.Chunk(envelope=envelope, data=piece) if index == 0 else peer_pb2.Chunk(data=piece)
+            for index, piece in enumerate(split_chunks(data, chunk_bytes))]

@@ -3,7 +3,9 @@
 The servicer takes a message as one unary chunk or as a stream of chunks, reassembles it
 (refusing it as soon as it grows past what a valid message can hold, a chunk does not
 decode, or a chunk after the first carries an envelope), and passes it with the
-authenticated identity to the Receiver.
+authenticated identity to the Receiver. One-way messages (Deliver, Gossip) are answered
+with a Receipt; requests (Call, CallStream) with the reply the Receiver returns. The
+servicer knows no message kind: adding a protocol changes nothing here.
 """
 
 from __future__ import annotations
@@ -15,43 +17,74 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
-from node.receiver import Receiver
+from node.receiver import Receiver, Reply
+from node.transport.grpc_link import wire_chunks
 from node.refusal import Refusal, RefusalCode
 
 # The caller's node id proved by its TLS certificate; None if the certificate names no node.
 Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
+# Fault injection: whether to lose the reply of a call that was handled (a reply lost on the way back).
+ReplyLoss = Callable[[], bool]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+# Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
+REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
     """Turns gRPC calls into Receiver.accept calls and refusals into gRPC statuses."""
 
-    def __init__(self, receiver: Receiver, node_id: int, authenticate: Authenticator | None) -> None:
+    def __init__(self, receiver: Receiver, node_id: int, authenticate: Authenticator | None,
+                 chunk_bytes: int, lose_reply: ReplyLoss | None = None) -> None:
         self._receiver = receiver
         self._node_id = node_id
         self._authenticate = authenticate
+        self._chunk_bytes = chunk_bytes
+        self._lose_reply = lose_reply
 
     async def Gossip(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
                      ) -> peer_pb2.Receipt:
-        return await self._receive(_parsed(request_iterator), context)
+        envelope, _ = await self._receive(_parsed(request_iterator), context)
+        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
 
     async def Deliver(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Receipt:
-        return await self._receive(_parsed(_single(request)), context)
+        envelope, _ = await self._receive(_parsed(_single(request)), context)
+        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
+
+    async def Call(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Chunk:
+        reply_envelope, data = await self._answer(_parsed(_single(request)), context)
+        return peer_pb2.Chunk(envelope=reply_envelope, data=data)
+
+    async def CallStream(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+                         ) -> AsyncIterator[peer_pb2.Chunk]:
+        reply_envelope, data = await self._answer(_parsed(request_iterator), context)
+        for chunk in wire_chunks(reply_envelope, data, self._chunk_bytes):
+            yield chunk
+
+    async def _answer(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
+                      ) -> tuple[peer_pb2.Envelope, bytes]:
+        """Handle a request and return its reply (an acknowledgement when the mailbox answers nothing)."""
+        envelope, reply = await self._receive(chunks, context)
+        if self._lose_reply is not None and self._lose_reply():
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the reply was lost (fault injection)")
+        return reply or self._receiver.acknowledgement(envelope)
 
     async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
-                       ) -> peer_pb2.Receipt:
+                       ) -> tuple[peer_pb2.Envelope, Reply]:
         """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status."""
         envelope = peer_pb2.Envelope()
+        reply: Reply = None
         try:
             identity = self._authenticate(context) if self._authenticate else None
             envelope, data = await self._reassemble(chunks, identity)
-            await self._receiver.accept(envelope, data, identity)
+            reply = await self._receiver.accept(envelope, data, identity)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
-        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
+        return envelope, reply
 
     async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: int | None
                           ) -> tuple[peer_pb2.Envelope, bytes]:
@@ -108,34 +141,49 @@ def add_peer_service(servicer: PeerServicer, server: grpc.aio.Server) -> None:
     and logged like a bad chunk of a stream, rather than answered by gRPC with a bare error.
     """
     receipt = peer_pb2.Receipt.SerializeToString
+    chunk = peer_pb2.Chunk.SerializeToString
     handlers = {
         "Gossip": grpc.stream_unary_rpc_method_handler(servicer.Gossip, response_serializer=receipt),
         "Deliver": grpc.unary_unary_rpc_method_handler(servicer.Deliver, response_serializer=receipt),
+        "Call": grpc.unary_unary_rpc_method_handler(servicer.Call, response_serializer=chunk),
+        "CallStream": grpc.stream_stream_rpc_method_handler(servicer.CallStream, response_serializer=chunk),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(PEER_SERVICE, handlers),))
 
 
 async def start_server(receiver: Receiver, node_id: int, address: str, *,
                        credentials: grpc.ServerCredentials | None,
-                       authenticate: Authenticator | None) -> tuple[grpc.aio.Server, HealthServicer]:
-    """Bind and start the server; health reports SERVING once it listens."""
+                       authenticate: Authenticator | None,
+                       chunk_bytes: int, lose_reply: ReplyLoss | None = None) -> tuple[grpc.aio.Server, HealthServicer]:
+    """Bind and start the server; health reports SERVING (server-wide and for netdp.v1.Peer) once it listens."""
     server = grpc.aio.server()
-    add_peer_service(PeerServicer(receiver, node_id, authenticate), server)
+    add_peer_service(PeerServicer(receiver, node_id, authenticate, chunk_bytes, lose_reply), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    service_names = (
-        PEER_SERVICE,
-        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-        reflection.SERVICE_NAME,
-    )
-    reflection.enable_server_reflection(service_names, server)
+    add_reflection(server, (PEER_SERVICE, HEALTH_SERVICE))
     bind = bind_address(address)
     port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
     if port == 0:
         raise OSError(f"cannot listen on {bind}")
     await server.start()
-    await health.set("", health_pb2.HealthCheckResponse.SERVING)
+    for name in ("", PEER_SERVICE):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, health
+
+
+def add_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None:
+    """Server reflection under both v1alpha and v1 (one servicer: the two protocols share their messages)."""
+    names = (*services, reflection.SERVICE_NAME, REFLECTION_V1_SERVICE)
+    servicer = ReflectionServicer(names)
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(tuple(
+        grpc.method_handlers_generic_handler(name, {"ServerReflectionInfo": handler})
+        for name in (reflection.SERVICE_NAME, REFLECTION_V1_SERVICE)
+    ))
 
 
 def bind_address(address: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
-from coordinator_tools.audit.transcript import Transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.topology.build import build_topology
 from node.topology import MuffliatoParams, Topology
 
@@ -93,3 +93,50 @@ def dense_geometry(transcript: Transcript, *, own_noise_known: bool = True) -> n
             if u != v:
                 geometry[u, v] = projection[i]
     return geometry
+
+
+# --- randomized gossip: dense single-edge products ---------------------------------------------
+
+AsyncExchange = tuple[int, int, bool, bool]  # (initiator, responder, initiator applied, responder applied)
+
+
+def dense_async_rows(n: int, exchanges: list[AsyncExchange]) -> list[np.ndarray]:
+    """C before every exchange (in time order): products of W = I − (e_a − e_b)(e_a − e_b)ᵀ/2, one-sided
+    rows for a side that did not apply it."""
+    rows, current = [], np.eye(n)
+    for a, b, a_applied, b_applied in exchanges:
+        rows.append(current)
+        step = np.eye(n)
+        for node, applied in ((a, a_applied), (b, b_applied)):
+            if applied:
+                step[node] = 0.0
+                step[node, [a, b]] = 0.5
+        current = step @ current
+    return rows
+
+
+def dense_async_geometry(n: int, exchanges: list[AsyncExchange], views: list[list[tuple[int, int]]], *,
+                         own_noise_known: bool = True) -> np.ndarray:
+    """p [u, v] from diag(K⁺ K) of each observer's stacked rows; views[v] lists (sender, exchange position)."""
+    rows = dense_async_rows(n, exchanges)
+    geometry = np.full((n, n), np.nan)
+    for v in range(n):
+        hidden = [k for k in range(n) if k != v or not own_noise_known]
+        stacked = np.array([rows[k][s, hidden] for s, k in sorted(set(views[v]))]).reshape(-1, len(hidden))
+        projection = np.diag(np.linalg.pinv(stacked) @ stacked) if stacked.size else np.zeros(len(hidden))
+        for i, u in enumerate(hidden):
+            if u != v:
+                geometry[u, v] = projection[i]
+    return geometry
+
+
+def dense_async_paper(n: int, exchanges: list[AsyncExchange], views: list[list[tuple[int, int]]]) -> np.ndarray:
+    """Thm 1's sum [u, v] over v's received values of (row)²_u / ‖row‖², each row a realized product."""
+    rows = dense_async_rows(n, exchanges)
+    total = np.zeros((n, n))
+    for v in range(n):
+        for s, k in set(views[v]):
+            row = rows[k][s]
+            total[:, v] += row**2 / np.dot(row, row)
+    np.fill_diagonal(total, np.nan)
+    return total

@@ -2,8 +2,9 @@
 
 The auditor's unit tests need run directories whose truth they know. This helper runs
 Alg. 1 in its global matrix form (x^{t+1} = W_t x^t, Chebyshev-accelerated), with an
-optional lost edge and an optional crashed node, and writes through `ViewLogWriter`
-exactly the records each node would log. It also holds hand-made accountant results
+optional lost edge, an optional late value (refused after its round closed, kept with its
+payload) and an optional crashed node, and writes through `ViewLogWriter` exactly the
+records each node would log. It also holds hand-made accountant results
 (`fake_losses`) so report tests do not depend on the accountants.
 """
 
@@ -24,7 +25,7 @@ from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
 from node.mixing import accelerated_step, chebyshev_omega
-from node.peer import NOISE_PURPOSE
+from node.protocols.muffliato import NOISE_PURPOSE
 from node.protocols.muffliato import PROTOCOL_NAME
 from node.topology import MuffliatoParams, Topology, save_topology
 from node.viewlog import FRAME, MAGIC, PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, encode_record, read_log
@@ -32,35 +33,42 @@ from node.viewlog import FRAME, MAGIC, PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogW
 SIGMA = 0.5
 
 
-def ring_topology(n: int = 6, *, rounds: int = 5, accelerated: bool = True, dimension: int = 3) -> Topology:
+def ring_topology(n: int = 6, *, rounds: int = 5, accelerated: bool = True, dimension: int = 3,
+                  sigma: float = SIGMA) -> Topology:
     """A small Metropolis ring, the shape every replay test runs on."""
     return build_topology(
         nx.cycle_graph(n),
         graph_name="ring",
         run_id="replay-test",
-        protocol=MuffliatoParams(sigma=SIGMA, sensitivity=1.0, alpha=2.0, rounds=rounds,
+        protocol=MuffliatoParams(sigma=sigma, sensitivity=1.0, alpha=2.0, rounds=rounds,
                                  accelerated=accelerated, dimension=dimension),
     )
 
 
 @dataclass(frozen=True)
 class Faults:
-    """What goes wrong: messages on `lost_edge` fail from `lost_from` on; `crashed` dies at `crash_round`.
+    """What goes wrong: messages on `lost_edge` fail from `lost_from` on; `crashed` dies at `crash_round`;
+    the value `late` = (sender, receiver, round) arrives after the receiver closed that round.
 
     The crashed node sends its round-`crash_round` value to every neighbour (they use it),
-    then dies before receiving anything of that round.
+    then dies before receiving anything of that round. The late value is dropped, then
+    refused with its payload kept (it reached the receiver: it is in its view).
     """
 
     lost_edge: tuple[int, int] | None = None
     lost_from: int = 0
     crashed: int | None = None
     crash_round: int = 0
+    late: tuple[int, int, int] | None = None
 
     def delivered(self, sender: int, receiver: int, t: int) -> bool:
         """Whether the sender's round-t message reached the receiver in time."""
         lost = self.lost_edge is not None and {sender, receiver} == set(self.lost_edge) and t >= self.lost_from
         receiver_dead = receiver == self.crashed and t >= self.crash_round
-        return not lost and not receiver_dead and self.sends(sender, t)
+        return not lost and not receiver_dead and not self.is_late(sender, receiver, t) and self.sends(sender, t)
+
+    def is_late(self, sender: int, receiver: int, t: int) -> bool:
+        return self.late == (sender, receiver, t)
 
     def sends(self, node: int, t: int) -> bool:
         return node != self.crashed or t <= self.crash_round
@@ -104,7 +112,8 @@ def simulate_run(rundir: Path, topology: Topology, *, faults: Faults = Faults(),
         header.section = "private"
         with ViewLogWriter(node_log_dir(rundir, v) / PRIVATE_LOG_NAME, header) as log:
             log.append(viewlog_pb2.Record(private_input=viewlog_pb2.PrivateInput(value=to_tensor(inputs[v]))))
-            draw = viewlog_pb2.NoiseDraw(purpose=NOISE_PURPOSE, value=to_tensor(noise[v]))
+            draw = viewlog_pb2.NoiseDraw(purpose=NOISE_PURPOSE, value=to_tensor(noise[v]), step=0,
+                                         mechanism="gaussian", scale=params.sigma)
             log.append(viewlog_pb2.Record(noise=draw))
     return SimulatedRun(rundir, topology, used, values, inputs, noise)
 
@@ -146,8 +155,10 @@ def _view_records(topology: Topology, v: int, faults: Faults, used: tuple[frozen
             break
         for w in topology.neighbours[v]:
             delivered = faults.delivered(v, w, t)
+            failure = ("" if delivered else "FAILED_PRECONDITION: round closed" if faults.is_late(v, w, t)
+                       else "UNAVAILABLE")
             sent = viewlog_pb2.MessageSent(peer=w, round=t, payload=to_tensor(values[v][t]), delivered=delivered,
-                                           attempts=1 if delivered else 3, failure="" if delivered else "UNAVAILABLE")
+                                           attempts=1 if delivered else 3, failure=failure)
             records.append(viewlog_pb2.Record(sent=sent))
         if t >= len(used):
             return records  # crashed after sending
@@ -157,6 +168,10 @@ def _view_records(topology: Topology, v: int, faults: Faults, used: tuple[frozen
                 records.append(viewlog_pb2.Record(received=got))
             else:
                 records.append(viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(peer=w, round=t, reason="deadline")))
+            if faults.is_late(w, v, t):
+                refused = viewlog_pb2.Rejected(claimed_sender=w, round=t, status_code="FAILED_PRECONDITION",
+                                               detail=f"round {t} has closed", payload=to_tensor(values[w][t]))
+                records.append(viewlog_pb2.Record(rejected=refused))
     final = viewlog_pb2.FinalOutput(value=to_tensor(values[v][-1]), rounds_completed=len(used))
     records.append(viewlog_pb2.Record(final_output=final))
     return records

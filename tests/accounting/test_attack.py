@@ -6,15 +6,19 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.accountants import account
+from coordinator_tools.audit.protocols.muffliato.accountant import account, linear_model
 from coordinator_tools.audit.attack import attack_pair, attack_pairs, clopper_pearson
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import drop, topology_from_graph
 
 
 def path_transcript(rounds: int):
     return planned_transcript(topology_from_graph(nx.path_graph(4), rounds=rounds, accelerated=False))
+
+
+def path_model(rounds: int):
+    return linear_model(path_transcript(rounds))
 
 
 def test_clopper_pearson_by_hand():
@@ -44,15 +48,15 @@ def test_attack_never_beats_the_exact_loss(graph, rounds, sigma):
 
 def test_attack_finds_a_reconstructable_pair_and_nothing_in_an_unseen_one():
     """Path with node 2 missing x_1^1 (T = 3): node 3 reconstructs x_1 but never sees x_0."""
-    transcript = drop(path_transcript(3), 2, 1, 1)
-    seen = attack_pair(transcript, 1, 3, sigma=0.5, sensitivity=1.0, delta=1e-5, runs=20_000, rng_seed=0)
-    unseen = attack_pair(transcript, 0, 3, sigma=0.5, sensitivity=1.0, delta=1e-5, runs=20_000, rng_seed=0)
+    model = linear_model(drop(path_transcript(3), 2, 1, 1))
+    seen = attack_pair(model, 1, 3, sigma=0.5, sensitivity=1.0, delta=1e-5, runs=20_000, rng_seed=0)
+    unseen = attack_pair(model, 0, 3, sigma=0.5, sensitivity=1.0, delta=1e-5, runs=20_000, rng_seed=0)
     assert seen.eps_lower > 2.0  # exact: the local-DP value at μ = 2, about 5.9
     assert unseen.eps_lower == 0.0
 
 
 def test_attack_without_noise_is_capped_by_the_number_of_runs():
-    result = attack_pair(path_transcript(2), 2, 3, sigma=0.0, sensitivity=1.0, delta=1e-5, runs=2000, rng_seed=0)
+    result = attack_pair(path_model(2), 2, 3, sigma=0.0, sensitivity=1.0, delta=1e-5, runs=2000, rng_seed=0)
     held_out = 1000
     tpr_lower = 0.025 ** (1 / held_out)
     assert result.eps_lower == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)), rel=1e-9)
@@ -60,8 +64,8 @@ def test_attack_without_noise_is_capped_by_the_number_of_runs():
 
 def test_attack_is_reproducible_with_a_seed_and_checks_its_pairs():
     options = dict(sigma=1.0, sensitivity=1.0, delta=1e-5, runs=1000, rng_seed=42)
-    first = attack_pairs(path_transcript(3), [(0, 3), (1, 3), (2, 0)], **options)
-    second = attack_pairs(path_transcript(3), [(0, 3), (1, 3), (2, 0)], **options)
+    first = attack_pairs(path_model(3), [(0, 3), (1, 3), (2, 0)], **options)
+    second = attack_pairs(path_model(3), [(0, 3), (1, 3), (2, 0)], **options)
     assert first == second and set(first) == {(0, 3), (1, 3), (2, 0)}
     with pytest.raises(ValueError, match="not sources"):
-        attack_pairs(path_transcript(3), [(3, 3)], **options)
+        attack_pairs(path_model(3), [(3, 3)], **options)

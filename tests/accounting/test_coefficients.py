@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from flint import fmpq_mat
 
-from coordinator_tools.audit.coefficients import check_transcript, float_history, rational_history
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.coefficients import check_transcript, float_history, rational_history
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import dense_rows, drop, topology_from_graph
 

@@ -16,7 +16,10 @@ from coordinator_tools.audit.conversion import (
     classic_epsilon,
     gaussian_delta,
     gaussian_epsilon,
+    gaussian_mixture_epsilon,
+    gaussian_mixture_rdp_epsilon,
     gaussian_rdp_epsilon,
+    mixture_rdp,
     rdp_to_epsilon,
     squared_mu,
 )
@@ -98,3 +101,27 @@ def test_baselines_by_hand():
     assert (central.mu, central.rdp) == (0.25, 0.0625)
     assert ldp.eps == gaussian_epsilon(0.5, 1e-5) and central.eps == gaussian_epsilon(0.25, 1e-5)
     assert central.eps < ldp.eps
+
+
+def test_a_mixture_of_identical_components_is_the_component():
+    mu = np.array([0.0, 0.3, 1.0, 4.0])
+    stacked = np.stack([mu, mu, mu])
+    assert np.allclose(gaussian_mixture_epsilon(stacked, 1e-5), gaussian_epsilon(mu, 1e-5), rtol=1e-10, atol=0)
+    rdp = 2.0 * mu**2 / 2
+    assert np.allclose(mixture_rdp(np.stack([rdp, rdp]), 2.0), rdp, rtol=1e-14)
+    for conversion in ("tight", "paper"):
+        assert np.allclose(gaussian_mixture_rdp_epsilon(stacked, 1e-5, alpha=2.0, conversion=conversion),
+                           gaussian_rdp_epsilon(mu, 1e-5, alpha=2.0, conversion=conversion), rtol=1e-12)
+
+
+def test_a_mixtures_epsilon_meets_delta_on_average_and_lies_between_its_components():
+    mu = np.array([[0.5, 2.0], [3.0, 0.0], [1.0, 8.0]])  # 3 schedules x 2 pairs
+    eps = gaussian_mixture_epsilon(mu, 1e-4)
+    per_component = gaussian_epsilon(mu, 1e-4)
+    assert ((eps >= per_component.min(axis=0)) & (eps <= per_component.max(axis=0))).all()
+    for pair in range(2):
+        components = mu[:, pair][mu[:, pair] > 0]
+        average = gaussian_delta(components, eps[pair]).sum() / 3
+        assert average == pytest.approx(1e-4, rel=1e-8)
+    assert mixture_rdp(np.array([[1.0], [3.0]]), 2.0)[0] == pytest.approx(np.log((np.e + np.e**3) / 2), rel=1e-14)
+    assert np.isinf(gaussian_mixture_epsilon(np.array([[1.0], [np.inf]]), 1e-5)).all()

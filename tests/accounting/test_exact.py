@@ -8,9 +8,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.exact import exact_mu, view_geometry
+from coordinator_tools.audit.exact import exact_mu
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry as view_geometry
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import dense_geometry, drop, topology_from_graph
 

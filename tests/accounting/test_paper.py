@@ -9,8 +9,8 @@ import networkx as nx
 import numpy as np
 
 from coordinator_tools.audit.losses import ThreatModel
-from coordinator_tools.audit.paper import message_sum, paper_mu
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.paper import message_sum, paper_mu
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import dense_paper_sum, drop, topology_from_graph
 

@@ -5,26 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
 
 from coordinator_tools.audit import plan_command
 from coordinator_tools.audit.conversion import gaussian_epsilon
-from coordinator_tools.audit.exact import view_geometry
-from coordinator_tools.audit.plan import Target, calibrate_sigma, plan, summarize
+from coordinator_tools.audit.plan import PlanOptions, Target, calibrate_sigma, summarize
+from coordinator_tools.audit.protocols import auditor_named
+from coordinator_tools.audit.protocols.muffliato_async.accountant import account as account_schedule
+from coordinator_tools.audit.protocols.muffliato_async.simulate import simulated_schedule
+from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry
+from coordinator_tools.audit.protocols.muffliato.plan import plan
 from coordinator_tools.audit.report import SCHEMA_VERSION
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.theory import muffliato_t_stop, worst_case_spread
 from coordinator_tools.topology import generators
+from node.errors import ConfigError
 from node.topology import save_topology
 from tests.accounting.reference import topology_from_graph
+from tests.accounting.simulated_async_run import async_topology
 
 DELTA = 1e-5
 
 
+def async_auditor():
+    return auditor_named("muffliato-async")
+
+
 def geometry_of(graph, rounds):
     transcript = planned_transcript(topology_from_graph(graph, rounds=rounds, accelerated=True))
-    return view_geometry(transcript).upper
+    return transcript_geometry(transcript).upper
 
 
 def loss(geometry, sigma, rule):
@@ -87,3 +98,65 @@ def test_plan_command_rejects_a_bad_target(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "t.json", "--out", "p.json", "--target-worst-eps", "0"])
     assert "expected a number > 0" in capsys.readouterr().err
+
+
+def run_plan(tmp_path, topology, *argv):
+    save_topology(topology, tmp_path / "topology.json")
+    parser = argparse.ArgumentParser()
+    plan_command.register(parser.add_subparsers())
+    args = parser.parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(tmp_path / "plan.json"), *argv])
+    return args.handler(args), json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_plan_without_noise_says_so_once_and_still_writes(tmp_path, capsys):
+    code, document = run_plan(tmp_path, topology_from_graph(generators.ring(6), rounds=2, accelerated=False,
+                                                             sigma=0.0))
+    printed = capsys.readouterr().out
+    assert code == 0 and printed.count("σ = 0: no privacy") == 1 and "inf" not in printed
+    assert document["sigma"] == 0 and document["baselines"]["ldp"]["rdp"] == "inf"
+
+
+def test_ex_ante_plan_of_one_schedule_is_that_schedules_audit():
+    topology = async_topology(ticks=3)
+    result = async_auditor().plan(topology, PlanOptions(schedules=1, seed=4, delta=DELTA))
+    (schedule,) = result.run.schedules
+    assert schedule == simulated_schedule(topology, np.random.default_rng(4))
+    direct = account_schedule(schedule, sigma=topology.protocol.sigma, sensitivity=1.0, alpha=2.0, delta=DELTA)
+    off = ~np.eye(topology.n, dtype=bool)
+    for column in ("paper_rdp", "exact_rdp", "exact_rdp_upper"):
+        assert np.allclose(getattr(result.losses, column)[off], getattr(direct, column)[off], rtol=1e-12, atol=0)
+    for column in ("paper_eps", "exact_eps", "exact_eps_upper"):
+        assert np.allclose(getattr(result.losses, column)[off], getattr(direct, column)[off], rtol=1e-9, atol=1e-12)
+    assert np.array_equal(result.losses.reconstructable, direct.reconstructable)
+
+
+def test_simulated_schedules_follow_the_clocks_and_the_activation():
+    topology = async_topology(nx.star_graph(4), ticks=200)
+    schedule = simulated_schedule(topology, np.random.default_rng(0))
+    assert schedule.ticks == (200,) * 5 and len(schedule.exchanges) == 1000
+    assert all(e.status == "committed" for e in schedule.exchanges)
+    # Metropolis on a star: the hub picks each leaf with probability 1/4, every leaf picks the hub
+    hub = [e.responder for e in schedule.exchanges if e.initiator == 0]
+    assert np.allclose(np.bincount(hub, minlength=5)[1:] / 200, 0.25, atol=0.1)
+    assert all(e.responder == 0 for e in schedule.exchanges if e.initiator != 0)
+
+
+def test_ex_ante_plan_command_reports_its_schedules_and_calibrates(tmp_path, capsys):
+    code, document = run_plan(tmp_path, async_topology(ticks=3), "--schedules", "6", "--seed", "2",
+                              "--target-mean-eps", "2.0")
+    assert code == 0 and document["protocol"] == document["run"]["protocol"] == "muffliato-async"
+    assert document["plan"]["schedules"] == document["run"]["schedules"] == 6 and document["plan"]["seed"] == 2
+    calibration = document["plan"]["calibration"]["sigma"]
+    assert document["sigma"] == calibration["exact"] and calibration["central"] < calibration["exact"]
+    eps = np.full((5, 5), np.nan)
+    for pair in document["pairs"]:
+        eps[pair["source"], pair["observer"]] = pair["exact"]["eps_upper"]
+    assert summarize(eps, "mean") <= 2.0
+    assert "6 simulated schedules" in capsys.readouterr().out
+
+
+def test_plan_options_of_the_other_protocol_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--rounds"):
+        run_plan(tmp_path, async_topology(), "--rounds", "3")
+    with pytest.raises(ConfigError, match="--schedules"):
+        run_plan(tmp_path, topology_from_graph(generators.ring(4), rounds=2, accelerated=False), "--schedules", "3")

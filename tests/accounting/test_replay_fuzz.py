@@ -122,10 +122,10 @@ def check_damage(clean: CleanRun, damage: Damage) -> Replay | NetdpError:
     assert all(finding.node in near for finding in findings), findings
     if findings:
         return outcome
-    expected, got = clean.replay.transcript, outcome.transcript
+    expected, got = clean.replay.realized, outcome.realized
     assert got.used == expected.used
     assert [set(view) for view in got.received] == [set(view) for view in expected.received]
-    assert outcome.inferred_rounds == clean.replay.inferred_rounds
+    assert got.inferred == expected.inferred
     outputs, clean_outputs = outcome.final_outputs, clean.replay.final_outputs
     assert set(clean_outputs) - set(outputs) <= {damage.node}
     assert all(outputs[v].tobytes() == clean_outputs[v].tobytes() for v in outputs)

@@ -8,10 +8,10 @@ import pytest
 
 from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.replay import Finding, Replay, replay_run
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError
-from node.viewlog import VIEW_LOG_NAME
+from node.viewlog import VIEW_LOG_NAME, encode_record
 from tests.accounting.simulated_run import (
     Faults,
     SimulatedRun,
@@ -54,8 +54,8 @@ def test_replay_clean_run_is_the_plan(tmp_path: Path) -> None:
     run = simulate_run(tmp_path, topology)
     replay = replay_run(tmp_path)
     plan = planned_transcript(topology)
-    assert replay.transcript.used == plan.used
-    assert replay.transcript.received == plan.received
+    assert replay.realized.used == plan.used
+    assert replay.realized.received == plan.received
     assert replay.node_problems == () and replay.consistency == ()
     assert replay.sampler_kinds == {v: "simulation" for v in range(topology.n)}
     assert all((replay.final_outputs[v] == run.values[v][-1]).all() for v in range(topology.n))
@@ -65,9 +65,9 @@ def test_replay_clean_run_is_the_plan(tmp_path: Path) -> None:
 def test_replay_rebuilds_drop_outs_as_used_sets(tmp_path: Path) -> None:
     run = simulate_run(tmp_path, ring_topology(), faults=LOST)
     replay = replay_run(tmp_path)
-    assert replay.transcript.used == run.used
-    assert 1 not in replay.transcript.used[0][2] and 1 in replay.transcript.used[0][1]
-    assert replay.transcript.realized_row(0, 2)[0] > replay.transcript.realized_row(0, 1)[0]
+    assert replay.realized.used == run.used
+    assert 1 not in replay.realized.used[0][2] and 1 in replay.realized.used[0][1]
+    assert replay.realized.realized_row(0, 2)[0] > replay.realized.realized_row(0, 1)[0]
     assert errors(replay) == set()
 
 
@@ -76,11 +76,11 @@ def test_replay_reports_torn_tail_and_audits_records_before_it(tmp_path: Path) -
     tear_tail(view_log(run, 3))
     replay = replay_run(tmp_path)
     assert ("torn_tail", 3) in kinds(replay.node_problems, "warning")
-    assert set(replay.views[3].sent) == {(peer, t) for peer in (2, 4) for t in range(3)}  # read up to the tear
-    assert replay.transcript.used == run.used
-    assert replay.transcript.completed_rounds(3) == 2
-    assert 3 in replay.transcript.used[2][2] and 3 not in replay.transcript.used[2][3]
-    assert (3, 2) in replay.transcript.received[4]
+    assert {(key.peer, key.id.round) for key in replay.logs[3].sent} == {(peer, t) for peer in (2, 4) for t in range(3)}
+    assert replay.realized.used == run.used
+    assert replay.realized.completed_rounds(3) == 2
+    assert 3 in replay.realized.used[2][2] and 3 not in replay.realized.used[2][3]
+    assert (3, 2) in replay.realized.received[4]
     assert errors(replay) == set()
 
 
@@ -91,10 +91,10 @@ def test_replay_infers_rounds_after_a_corrupt_record_from_the_peers(tmp_path: Pa
     replay = replay_run(tmp_path)
     damage = next(f for f in replay.node_problems if f.kind == "bad_checksum")
     assert (damage.node, damage.severity) == (2, "error") and "the 7 records before it are audited" in damage.detail
-    assert replay.inferred_rounds == {2: (1, 2, 3)}
+    assert replay.realized.inferred == {2: (1, 2, 3)}
     assert ("inferred_rounds", 2) in kinds(replay.consistency, "info")
-    assert replay.transcript.used == used_without_last_round_of(run, 2)
-    assert set(replay.transcript.received[2]) == received_sets(run)[2]
+    assert replay.realized.used == used_without_last_round_of(run, 2)
+    assert set(replay.realized.received[2]) == received_sets(run)[2]
     assert kinds(replay.consistency, "error") == set()
 
 
@@ -128,8 +128,8 @@ def test_replay_reports_delivered_message_missing_from_an_intact_log(tmp_path: P
     replay = replay_run(tmp_path)
     assert {("delivered_not_received", 1), ("inferred_rounds", 1)} <= errors(replay)
     # The sender saw it delivered, so the value stays in node 1's view and schedule.
-    assert (0, 2) in replay.transcript.received[1]
-    assert replay.transcript.used == run.used
+    assert (0, 2) in replay.realized.received[1]
+    assert replay.realized.used == run.used
 
 
 def test_replay_reports_missing_log_and_rebuilds_the_node_from_its_peers(tmp_path: Path) -> None:
@@ -137,9 +137,9 @@ def test_replay_reports_missing_log_and_rebuilds_the_node_from_its_peers(tmp_pat
     view_log(run, 4).unlink()
     replay = replay_run(tmp_path)
     assert ("missing_log", 4) in kinds(replay.node_problems, "error")
-    assert 4 not in replay.views
-    assert replay.transcript.used == used_without_last_round_of(run, 4)
-    assert set(replay.transcript.received[4]) == received_sets(run)[4]
+    assert 4 not in replay.logs
+    assert replay.realized.used == used_without_last_round_of(run, 4)
+    assert set(replay.realized.received[4]) == received_sets(run)[4]
     assert replay.to_json()["nodes"][4]["log"] == "unusable"
     logs = next(c for c in replay_checks(replay) if c.name.startswith("view logs"))
     assert not logs.ok and "missing_log" in logs.detail
@@ -156,8 +156,8 @@ def test_replay_leaves_out_a_log_of_another_topology(tmp_path: Path) -> None:
     rewrite_log(view_log(run, 2), other_digest)
     replay = replay_run(tmp_path)
     assert {("header_mismatch", 2), ("foreign_log", 2)} <= kinds(replay.node_problems, "error")
-    assert 2 not in replay.views
-    assert replay.transcript.used == used_without_last_round_of(run, 2)  # rebuilt from nodes 1 and 3
+    assert 2 not in replay.logs
+    assert replay.realized.used == used_without_last_round_of(run, 2)  # rebuilt from nodes 1 and 3
 
 
 def test_replay_refuses_a_directory_without_topology_or_logs(tmp_path: Path) -> None:
@@ -169,3 +169,15 @@ def test_replay_refuses_a_directory_without_topology_or_logs(tmp_path: Path) -> 
     with pytest.raises(LogFormatError, match="no usable view log"):
         replay_run(tmp_path)
 
+
+
+def test_a_record_of_an_unknown_kind_is_a_warning_not_damage(tmp_path: Path) -> None:
+    """A newer writer's record kind (here field 31 of Record) is skipped by the reader and noted."""
+    run = simulate_run(tmp_path, ring_topology())
+    newer = viewlog_pb2.Record()
+    newer.ParseFromString(b"\xfa\x01\x00")
+    with open(view_log(run, 2), "ab") as log:
+        log.write(encode_record(newer))
+    replay = replay_run(tmp_path)
+    assert [(f.kind, f.node, f.severity) for f in replay.node_problems] == [("unknown_record_kind", 2, "warning")]
+    assert replay.realized.used == run.used and replay.consistency == ()

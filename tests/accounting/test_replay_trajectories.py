@@ -10,12 +10,16 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.replay import PrivateSection, check_trajectories, replay_run
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
+from coordinator_tools.audit.records import PrivateSection
+from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
 from coordinator_tools.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
+from node.codec import to_tensor
 from node.noise import SimulationSampler
+from node.protocols.muffliato import NOISE_PURPOSE
 from node.topology import MuffliatoParams, NetworkParams, save_topology
 from node.transport.inprocess import run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME
@@ -25,7 +29,8 @@ FAULTS = Faults(lost_edge=(0, 1), lost_from=2, crashed=3, crash_round=2)
 
 
 def logged_payloads(replay) -> int:
-    return sum(len(v.sent) + len(v.received) + (v.final_output is not None) for v in replay.views.values())
+    return sum(len(log.sent) + len(log.values_in_view()) + (log.final_output is not None)
+               for log in replay.logs.values())
 
 
 @pytest.mark.parametrize("accelerated", [True, False])
@@ -33,7 +38,7 @@ def test_replay_recomputation_reproduces_every_logged_payload(tmp_path: Path, ac
     run = simulate_run(tmp_path, ring_topology(accelerated=accelerated), faults=FAULTS)
     tear_tail(tmp_path / "node-3" / "view.log")
     replay = replay_run(tmp_path, with_private_logs=True)
-    assert np.array_equal(replay.private.noise[5], run.noise[5])
+    assert np.array_equal(replay.private.draw(5, NOISE_PURPOSE), run.noise[5])
     check = check_trajectories(replay)
     assert check.ok, check.mismatches
     assert check.compared == logged_payloads(replay) > 0
@@ -44,7 +49,7 @@ def test_replay_recomputation_rejects_the_planned_schedule_of_a_run_with_drop_ou
     topology = ring_topology()
     simulate_run(tmp_path, topology, faults=Faults(lost_edge=(0, 1), lost_from=2))
     replay = replay_run(tmp_path, with_private_logs=True)
-    wrong = dataclasses.replace(replay, transcript=planned_transcript(topology))
+    wrong = dataclasses.replace(replay, realized=planned_transcript(topology))
     check = check_trajectories(wrong)
     assert not check.ok
     assert {f.kind for f in check.mismatches} == {"payload_not_reproduced"}
@@ -56,8 +61,12 @@ def test_replay_recomputation_rejects_the_planned_schedule_of_a_run_with_drop_ou
 def test_replay_recomputation_notices_a_different_noise_draw(tmp_path: Path) -> None:
     simulate_run(tmp_path, ring_topology())
     replay = replay_run(tmp_path, with_private_logs=True)
-    noise = {**replay.private.noise, 0: replay.private.noise[0] + 1e-6}
-    check = check_trajectories(dataclasses.replace(replay, private=PrivateSection(replay.private.inputs, noise)))
+    (draw,) = replay.private.draws[0]
+    shifted = type(draw)()
+    shifted.CopyFrom(draw)
+    shifted.value.CopyFrom(to_tensor(replay.private.draw(0, NOISE_PURPOSE) + 1e-6))
+    draws = {**replay.private.draws, 0: (shifted,)}
+    check = check_trajectories(dataclasses.replace(replay, private=PrivateSection(replay.private.inputs, draws)))
     assert not check.ok and check.max_relative_deviation > 1e-8
 
 
@@ -87,9 +96,9 @@ async def test_replay_of_real_nodes_in_process_with_an_absent_node(tmp_path: Pat
     replay = replay_run(tmp_path, with_private_logs=True)
     assert {(f.kind, f.node) for f in replay.node_problems} == {("missing_log", 2)}
     assert [f for f in replay.consistency if f.severity == "error"] == []
-    assert all(2 not in replay.transcript.used[v][t] for v in (1, 3) for t in range(4))
-    assert replay.transcript.completed_rounds(2) == 0
-    assert all(replay.transcript.completed_rounds(v) == 4 for v in (0, 1, 3, 4))
+    assert all(2 not in replay.realized.used[v][t] for v in (1, 3) for t in range(4))
+    assert replay.realized.completed_rounds(2) == 0
+    assert all(replay.realized.completed_rounds(v) == 4 for v in (0, 1, 3, 4))
     check = check_trajectories(replay)
     assert check.ok, check.mismatches
     assert check.compared == logged_payloads(replay)

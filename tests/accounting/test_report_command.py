@@ -1,7 +1,8 @@
 """`netdp audit` and `audit_run`: the pipeline's wiring, with the accountants stubbed out.
 
-The stub returns hand-made losses, so these tests pin what the command does with the
-replay, the options and the accountants' result, not the accountants' numbers.
+The stub (in place of synchronous Muffliato's accountant) returns hand-made losses, so these
+tests pin what the command does with the replay, the options and the accountants' result,
+not the accountants' numbers.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from pathlib import Path
 import pytest
 
 from coordinator_tools.audit import command
+from coordinator_tools.audit.protocols import muffliato
 from coordinator_tools.audit.command import AuditOptions, audit_run, parse_attack_pairs
 from coordinator_tools.audit.losses import PairwiseLosses
-from coordinator_tools.audit.transcript import Transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError
 from tests.accounting.simulated_run import SIGMA, Faults, fake_losses, rewrite_log, ring_topology, simulate_run
 
 
 class StubAccount:
-    """Stands in for accountants.account: records every call, losses shrink as sigma grows."""
+    """Stands in for muffliato's account: records every call, losses shrink as sigma grows."""
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
@@ -40,7 +42,7 @@ class StubAccount:
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> StubAccount:
     account = StubAccount()
-    monkeypatch.setattr(command, "account", account)
+    monkeypatch.setattr(muffliato, "account", account)
     return account
 
 
@@ -134,3 +136,24 @@ def test_audit_run_with_the_real_accountants(tmp_path: Path) -> None:
     assert failed == []
     assert {(p["source"], p["observer"]) for p in report["pairs"] if "empirical" in p} == {(0, 1), (0, 3)}
     assert report["planned_vs_run"]["same_schedule"] is False
+
+
+def test_audit_refuses_a_folder_that_holds_a_report_unless_forced(tmp_path: Path, stub: StubAccount) -> None:
+    run = simulate_run(tmp_path / "run", ring_topology(n=3))
+    args = cli(str(run.rundir), "--out", str(tmp_path / "out"), "--attack-pairs", "none")
+    assert args.handler(args) == 0
+    with pytest.raises(ConfigError, match="already holds a report .*--force") as error:
+        args.handler(args)
+    assert "\n" not in str(error.value) and len(stub.calls) == 2  # the refused call accounted nothing
+    forced = cli(str(run.rundir), "--out", str(tmp_path / "out"), "--attack-pairs", "none", "--force")
+    assert forced.handler(forced) == 0
+
+
+def test_audit_without_noise_says_so_once_and_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate_run(tmp_path / "run", ring_topology(n=4, rounds=2, sigma=0.0))
+    args = cli(str(run.rundir), "--out", str(tmp_path / "out"), "--attack-pairs", "none")
+    args.handler(args)
+    printed = capsys.readouterr().out
+    assert printed.count("σ = 0: no privacy") == 1 and "inf" not in printed
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["sigma"] == 0 and any(pair["exact"]["rdp"] == "inf" for pair in report["pairs"])

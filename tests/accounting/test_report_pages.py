@@ -11,7 +11,7 @@ from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.figures import FIGURES, write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.report import PAIRS_FILE, build_report, write_report
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from tests.accounting.simulated_run import fake_losses, ring_topology
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -21,12 +21,12 @@ from coordinator_tools.audit.checks import (
 )
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.report import PAIR_COLUMNS, build_report, write_report
-from coordinator_tools.audit.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from tests.accounting.simulated_run import fake_losses, ring_topology
 
 TOPOLOGY = ring_topology(n=6)
 N = TOPOLOGY.n
-TOP_LEVEL = {"schema", "run", "alpha", "delta", "sigma", "sensitivity", "threat_model", "pairs", "baselines",
+TOP_LEVEL = {"schema", "protocol", "run", "alpha", "delta", "sigma", "sensitivity", "threat_model", "pairs", "baselines",
              "summary", "checks", "notes"}
 
 
@@ -60,6 +60,7 @@ def test_report_has_every_schema_field() -> None:
     assert report["threat_model"]["observer_knows_own_noise"] is True
     assert report["checks"] == [{"name": "c", "ok": True, "detail": "d"}]
     assert report["run"]["messages_used"] == report["run"]["messages_planned"] == 5 * 2 * N
+    assert report["protocol"] == report["run"]["protocol"] == "muffliato"
 
 
 def test_report_summary_means_maxima_and_undercounts() -> None:

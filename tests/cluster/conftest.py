@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import BaseModel
 
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import synthetic_values, write_node_files
@@ -33,14 +34,18 @@ def cluster_files_maker(base: Path) -> MakeClusterFiles:
 
     def make(kind: str = "hypercube", n: int = 8, *, sigma: float = 0.0, rounds: int = 40, dimension: int = 4,
              accelerated: bool = True, round_deadline_s: float = 2.0, startup_deadline_s: float = 30.0,
-             seed: int = 7, name: str = "cluster") -> ClusterFiles:
+             seed: int = 7, name: str = "cluster", protocol: BaseModel | None = None) -> ClusterFiles:
+        """Files of a synchronous Muffliato cluster, or of the given `protocol` (its dimension wins)."""
         root = base / name
+        if protocol is None:
+            protocol = MuffliatoParams(sigma=sigma, sensitivity=1.0, alpha=2.0, rounds=rounds,
+                                       accelerated=accelerated, dimension=dimension)
+        dimension = protocol.dimension
         topology = build_topology(
             generate(kind, n=n),
             graph_name=kind,
             run_id=f"test-{name}",
-            protocol=MuffliatoParams(sigma=sigma, sensitivity=1.0, alpha=2.0, rounds=rounds,
-                                     accelerated=accelerated, dimension=dimension),
+            protocol=protocol,
             addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(n)],
             network=NetworkParams(round_deadline_s=round_deadline_s, startup_deadline_s=startup_deadline_s),
         )

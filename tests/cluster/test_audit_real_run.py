@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.accountants import account
+from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.command import AuditOptions, audit_run
-from coordinator_tools.audit.transcript import Transcript, planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from node.viewlog import VIEW_LOG_NAME, read_log
 

@@ -36,7 +36,7 @@ from coordinator_tools.datasets import node_data_file
 from node.codec import from_tensor
 from node.data import load_vector
 from node.errors import LogFormatError
-from node.peer import ESTIMATE_FILE
+from node.host import ESTIMATE_FILE
 from node.topology import NetworkParams, Topology, load_topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, LogContents, read_log
 

@@ -36,12 +36,13 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
-from node.inbox import NeighbourFates, RoundInbox
+from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
+from node.message import GOSSIP as GOSSIP_KIND
 from node.journal import Journal
 from node.receiver import Receiver
 from node.topology import MuffliatoParams
 from node.transport.grpc_server import start_server, stop_server
-from node.viewlog import VIEW_LOG_NAME, ViewLogWriter, read_log
+from node.viewlog import VIEW_LOG_NAME, read_log
 from tests.fuzz_builders import bit_sets, flip_bits
 
 RUN_ID = "fuzz-run"
@@ -271,6 +272,7 @@ class LiveNode:
     """A Receiver behind a real gRPC server, with its view log."""
 
     receiver: Receiver
+    inbox: RoundBarrier
     journal: Journal
     address: str
     log_path: Path
@@ -285,13 +287,16 @@ async def live_node(log_dir: Path, identity: int | None,
     """
     journal = journal_class(log_dir, viewlog_pb2.RunHeader(run_id=RUN_ID, protocol=PROTOCOL, node_id=NODE))
     receiver = Receiver(TOPOLOGY, NODE, journal)
-    await receiver.inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
-    await receiver.inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
+    inbox = RoundBarrier(TOPOLOGY.neighbours[NODE], journal)
+    receiver.register(GOSSIP_KIND, inbox.handle, scheme="round", payload=True)
+    await inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
+    await inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
     server, health = await start_server(receiver, NODE, address, credentials=None,
-                                        authenticate=None if identity is None else lambda _context: identity)
+                                        authenticate=None if identity is None else lambda _context: identity,
+                                        chunk_bytes=TOPOLOGY.network.chunk_bytes)
     try:
-        yield LiveNode(receiver, journal, address, log_dir / VIEW_LOG_NAME)
+        yield LiveNode(receiver, inbox, journal, address, log_dir / VIEW_LOG_NAME)
     finally:
         await stop_server(server, health, 0)
         journal.close()
@@ -300,8 +305,8 @@ async def live_node(log_dir: Path, identity: int | None,
 InboxState = tuple[int, dict[int, dict[int, bytes]]]
 
 
-def inbox_state(inbox: RoundInbox) -> InboxState:
-    """The open round and every stored value (RoundInbox exposes no accessor for the latter)."""
+def inbox_state(inbox: RoundBarrier) -> InboxState:
+    """The open round and every stored value (RoundBarrier exposes no accessor for the latter)."""
     return inbox.open_round, {r: {s: v.tobytes() for s, v in vals.items()} for r, vals in inbox._values.items() if vals}
 
 
@@ -351,7 +356,7 @@ def blocking_health(address: str) -> int:
 async def assert_still_serving(node: LiveNode, identity: int | None) -> None:
     """Health says SERVING and a valid value for a free slot is accepted and logged."""
     assert await asyncio.to_thread(blocking_health, node.address) == health_pb2.HealthCheckResponse.SERVING
-    taken = stored_slots(inbox_state(node.receiver.inbox))
+    taken = stored_slots(inbox_state(node.inbox))
     senders = NEIGHBOURS if identity is None else (identity,)
     sender, round_index = next((s, r) for s in senders for r in OPEN_ROUNDS if (s, r) not in taken)
     before = len(read_log(node.log_path).records)
@@ -365,7 +370,7 @@ async def check_probe(probe: Probe) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with live_node(Path(tmp), identity) as node:
             log_before = read_log(node.log_path).records
-            state_before = inbox_state(node.receiver.inbox)
+            state_before = inbox_state(node.inbox)
             expected = expected_outcome(stream, stored_slots(state_before), identity)
             event(f"expected {expected.code} via {'Deliver' if probe.unary else 'Gossip'}")
             answer = await gossip(node, stream, unary=probe.unary)
@@ -376,7 +381,7 @@ async def check_probe(probe: Probe) -> None:
             added = log.records[len(log_before):]
             kind = "rejected" if answer.receipt is None else "received"
             assert [record.WhichOneof("kind") for record in added] == [kind]
-            state = inbox_state(node.receiver.inbox)
+            state = inbox_state(node.inbox)
             if answer.receipt is None:
                 assert 0 < len(answer.detail) <= MAX_DETAIL_CHARS
                 assert (added[0].rejected.status_code, added[0].rejected.claimed_sender, added[0].rejected.round) == (
@@ -447,14 +452,14 @@ def test_a_message_over_grpcs_own_limit_ends_the_stream_before_it(runner: asynci
     async def scenario() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             async with live_node(Path(tmp), None) as node:
-                before, state = read_log(node.log_path).records, inbox_state(node.receiver.inbox)
+                before, state = read_log(node.log_path).records, inbox_state(node.inbox)
                 answer = await gossip(node, message(NEIGHBOURS[1], OPEN_ROUND, data=bytes(5 << 20)))
                 assert answer.code == grpc.StatusCode.RESOURCE_EXHAUSTED and answer.detail
                 log = read_log(node.log_path)
                 assert log.damage is None and log.records[: len(before)] == before
                 assert [(r.WhichOneof("kind"), r.rejected.status_code) for r in log.records[len(before):]] in (
                     [], [("rejected", "INVALID_ARGUMENT")])
-                assert inbox_state(node.receiver.inbox) == state
+                assert inbox_state(node.inbox) == state
                 await assert_still_serving(node, None)
 
     runner.run(scenario())
@@ -465,12 +470,9 @@ class StallingJournal(Journal):
 
     stall_s = 0.0
 
-    async def _append(self, writer: ViewLogWriter, *records: viewlog_pb2.Record) -> None:
-        def stalled_append() -> None:
-            time.sleep(self.stall_s)
-            writer.append_many(records)
-
-        await asyncio.to_thread(stalled_append)
+    async def write(self, *records: viewlog_pb2.Record) -> None:
+        await asyncio.to_thread(time.sleep, self.stall_s)
+        await super().write(*records)
 
 
 def test_a_call_cancelled_while_its_value_is_logged_still_stores_it(runner: asyncio.Runner) -> None:
@@ -491,10 +493,10 @@ def test_a_call_cancelled_while_its_value_is_logged_still_stores_it(runner: asyn
                 assert answer.code == grpc.StatusCode.DEADLINE_EXCEEDED
                 slot = (NEIGHBOURS[1], OPEN_ROUND)
                 for _ in range(100):  # the delivery goes on after the call ended, or never completes
-                    if slot in stored_slots(inbox_state(node.receiver.inbox)):
+                    if slot in stored_slots(inbox_state(node.inbox)):
                         break
                     await asyncio.sleep(0.02)
-                assert slot in stored_slots(inbox_state(node.receiver.inbox))
+                assert slot in stored_slots(inbox_state(node.inbox))
                 assert [r.WhichOneof("kind") for r in read_log(node.log_path).records[before:]] == ["received"]
 
     runner.run(scenario())

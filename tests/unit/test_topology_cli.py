@@ -207,3 +207,74 @@ def test_show_of_a_bad_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.C
     bad.write_text('{"run_id": "x"}')
     code, _, err = run(capsys, "topology", "show", str(bad))
     assert_one_line_error(code, err, "Field required")
+
+
+def test_generate_an_async_topology_and_show_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.json"
+    argv = ("topology", "generate", "ring", "--n", "8", "--protocol", "muffliato-async", "--exchanges", "200",
+            "--sigma", "0", "--sensitivity", "1000", "--out", str(out))
+    assert run(capsys, *argv)[0] == 0
+    protocol = load_topology(out).protocol
+    assert protocol.model_dump() == {
+        "name": "muffliato-async", "sigma": 0.0, "sensitivity": 1000.0, "alpha": 2.0, "dimension": 1,
+        "exchanges": 200, "duration_s": None, "tick_rate": 20.0, "activation": "weights", "exchange_timeout_s": 2.0,
+    }
+    code, stdout, _ = run(capsys, "topology", "show", str(out))
+    assert code == 0
+    cells = dict([cell.strip() for cell in line.split("│")[1:3]] for line in stdout.splitlines() if "│" in line)
+    assert cells["protocol"] == "muffliato-async" and cells["exchanges"] == "200" and cells["tick_rate"] == "20.0"
+    assert "rounds" not in cells and "duration_s" not in cells
+
+
+def test_every_async_option_reaches_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.json"
+    argv = ("topology", "generate", "complete", "--n", "4", "--protocol", "muffliato-async", "--duration", "2.5",
+            "--tick-rate", "50", "--activation", "uniform", "--exchange-timeout", "0.5", "--dimension", "3",
+            "--out", str(out))
+    assert run(capsys, *argv)[0] == 0
+    protocol = load_topology(out).protocol
+    assert (protocol.duration_s, protocol.exchanges, protocol.tick_rate) == (2.5, None, 50.0)
+    assert (protocol.activation, protocol.exchange_timeout_s, protocol.dimension) == ("uniform", 0.5, 3)
+
+
+def test_import_takes_a_protocol_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edges = tmp_path / "edges.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    out = tmp_path / "t.json"
+    argv = ("topology", "import", str(edges), "--protocol", "muffliato-async", "--exchanges", "5", "--out", str(out))
+    assert run(capsys, *argv)[0] == 0
+    assert load_topology(out).protocol.name == "muffliato-async"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (("--protocol", "muffliato-async", "--exchanges", "5", "--rounds", "3"),
+         "--rounds is not an option of protocol muffliato-async"),
+        (("--protocol", "muffliato-async", "--exchanges", "5", "--plain"),
+         "--plain is not an option of protocol muffliato-async"),
+        (("--rounds", "3", "--exchanges", "5"), "--exchanges is not an option of protocol muffliato (it takes"),
+        (("--protocol", "muffliato", "--rounds", "3", "--tick-rate", "5"),
+         "--tick-rate is not an option of protocol muffliato"),
+        (("--protocol", "muffliato-async",), "give exactly one of 'exchanges' (ticks per node) and 'duration_s'"),
+        (("--protocol", "muffliato-async", "--exchanges", "5", "--duration", "1"), "give exactly one of"),
+        (("--protocol", "muffliato-async", "--exchanges", "0"), "field 'exchanges'"),
+    ],
+)
+def test_options_of_another_protocol_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], expected: str
+) -> None:
+    out = tmp_path / "t.json"
+    code, _, err = run(capsys, "topology", "generate", "ring", "--n", "5", *argv, "--out", str(out))
+    assert_one_line_error(code, err, expected)
+    assert not out.exists()
+
+
+def test_help_marks_each_option_with_its_protocols(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["topology", "generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--rounds ROUNDS [muffliato] gossip rounds T" in text
+    assert "--tick-rate TICK_RATE [muffliato-async] rate of each node's Poisson clock, per second (default 20.0)" \
+        in text
+    assert "--sigma SIGMA [muffliato, muffliato-async]" in text

@@ -8,11 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
-from node.topology import MuffliatoParams, Topology, load_topology, save_topology
+from node.protocols.muffliato_async import MuffliatoAsyncParams
+from node.schema import describe_validation_error
+from node.topology import MuffliatoParams, Topology, load_topology, replace_fields, save_topology
 
 PROTOCOL = MuffliatoParams(sigma=0.5, sensitivity=2.0, alpha=4.0, rounds=12, dimension=3)
 
@@ -76,6 +79,36 @@ def _unknown_field(raw: dict) -> None:
     raw["coordinator"] = "10.0.0.1"
 
 
+def _unknown_protocol(raw: dict) -> None:
+    raw["protocol"]["name"] = "gossip-9000"
+
+
+def _async_without_stopping_rule(raw: dict) -> None:
+    raw["protocol"] = {"name": "muffliato-async", "sigma": 1.0, "sensitivity": 1.0, "alpha": 2.0, "dimension": 1}
+
+
+def _async_bad_tick_rate(raw: dict) -> None:
+    _async_without_stopping_rule(raw)
+    raw["protocol"].update(exchanges=10, tick_rate=0.0)
+
+
+def _sync_field_in_async(raw: dict) -> None:
+    _async_without_stopping_rule(raw)
+    raw["protocol"].update(exchanges=10, rounds=5)
+
+
+def _bad_schedule_kind(raw: dict) -> None:
+    raw["schedule"] = {"kind": "barabasi_albert"}
+
+
+def _bad_schedule_p(raw: dict) -> None:
+    raw["schedule"] = {"kind": "erdos_renyi", "p": 1.5, "seed": 1}
+
+
+def _arc_self_loop(raw: dict) -> None:
+    raw["arcs"] = [{"u": 2, "v": 2, "weight": 0.1}]
+
+
 @pytest.mark.parametrize(
     ("corrupt", "expected"),
     [
@@ -86,6 +119,13 @@ def _unknown_field(raw: dict) -> None:
         (_overweight_node, "weights of node 0 sum to"),
         (_bad_sigma, "field 'protocol.sigma'"),
         (_unknown_field, "field 'coordinator': Extra inputs are not permitted"),
+        (_unknown_protocol, "field 'protocol': unknown name 'gossip-9000'; known: 'muffliato', 'muffliato-async'"),
+        (_async_without_stopping_rule, "field 'protocol': give exactly one of 'exchanges'"),
+        (_async_bad_tick_rate, "field 'protocol.tick_rate': Input should be greater than 0"),
+        (_sync_field_in_async, "field 'protocol.rounds': Extra inputs are not permitted"),
+        (_bad_schedule_kind, "field 'schedule': unknown kind 'barabasi_albert'; known: 'fixed', 'erdos_renyi'"),
+        (_bad_schedule_p, "field 'schedule.p'"),
+        (_arc_self_loop, "field 'arcs.0': arc 2 -> 2 is a self-loop"),
     ],
 )
 def test_a_bad_file_gives_a_one_line_error_naming_the_problem(
@@ -110,3 +150,28 @@ def test_a_file_that_is_not_json_or_missing_is_a_one_line_error(tmp_path: Path) 
         load_topology(path)
     with pytest.raises(ConfigError, match="cannot read file"):
         load_topology(tmp_path / "absent.json")
+
+
+def test_union_tags_are_dropped_but_keys_the_file_really_has_are_kept() -> None:
+    raw = json.loads(make_topology().model_dump_json())
+    raw["protocol"]["sigma"] = -1.0
+    raw["nodes"][0]["address"] = "muffliato"  # a value equal to a tag does not hide a real key
+    with pytest.raises(ValidationError) as caught:
+        Topology.model_validate(raw)
+    locations = [error["loc"] for error in caught.value.errors()]
+    assert locations == [("nodes", 0, "address"), ("protocol", "muffliato", "sigma")]
+    assert describe_validation_error(caught.value, raw).startswith("field 'nodes.0.address': ")
+    assert describe_validation_error(caught.value, raw).endswith("(and 1 more problem)")
+    del raw["nodes"][0]["address"]
+    with pytest.raises(ValidationError) as caught:
+        Topology.model_validate(raw)
+    assert describe_validation_error(caught.value, raw).startswith("field 'nodes.0.address': Field required")
+
+
+def test_an_async_topology_round_trips(tmp_path: Path) -> None:
+    protocol = MuffliatoAsyncParams(sigma=0.5, sensitivity=2.0, alpha=4.0, dimension=3, duration_s=3.0)
+    topology = replace_fields(make_topology(), protocol=protocol)
+    path = tmp_path / "topo.json"
+    save_topology(topology, path)
+    assert load_topology(path) == topology
+    assert load_topology(path).protocol == protocol

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,32 @@ def test_a_log_must_start_with_the_magic_and_a_header(tmp_path: Path) -> None:
     assert contents.damage is not None and contents.damage.kind == "missing_header"
     with pytest.raises(LogFormatError, match="cannot read log"):
         read_log(tmp_path / "absent.log")
+
+
+def test_a_record_kind_from_a_newer_version_is_skipped_and_listed_not_damage(tmp_path):
+    """Field 99 of Record is no kind this version knows: the reader skips it and goes on."""
+    path = tmp_path / "view.log"
+    later = viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(peer=1, round=2, reason="late"))
+    with ViewLogWriter(path, HEADER) as log:
+        log.append(viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(peer=1, round=1, reason="first")))
+    future_body = bytes([0x9A, 0x06, 1, 8])  # field 99 (varint key 0x9A 0x06), length 1, one byte
+    frame = FRAME.pack(len(future_body), zlib.crc32(future_body)) + future_body
+    with open(path, "ab") as handle:
+        handle.write(frame + encode_record(later))
+    contents = read_log(path)
+    assert contents.damage is None
+    assert [r.WhichOneof("kind") for r in contents.records] == ["header", "drop_out", "drop_out"]
+    assert contents.records[-1].drop_out.reason == "late"
+    assert len(contents.unknown) == 1 and "does not know" in contents.unknown[0][1]
+
+
+def test_message_records_carry_their_kind_and_message_id_and_may_omit_the_peer(tmp_path):
+    path = tmp_path / "view.log"
+    anonymous = viewlog_pb2.MessageReceived(kind="token", token_id="t0", hop=7, payload=_vector(1.0))
+    exchange = viewlog_pb2.ExchangeEvent(exchange_id="2-5", peer=4, sequence=5, role="initiator", phase="committed",
+                                         value_after=_vector(0.5))
+    with ViewLogWriter(path, HEADER) as log:
+        log.append_many([viewlog_pb2.Record(received=anonymous), viewlog_pb2.Record(exchange=exchange)])
+    received, event = read_log(path).records[1:]
+    assert not received.received.HasField("peer") and (received.received.token_id, received.received.hop) == ("t0", 7)
+    assert event.exchange == exchange

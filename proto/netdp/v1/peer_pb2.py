@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\"\x81\x01\n\x08\x45nvelope\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\r\x12\r\n\x05round\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x12\x13\n\x0b\x65xchange_id\x18\x06 \x01(\t\x12\r\n\x05shape\x18\x07 \x03(\r\";\n\x05\x43hunk\x12$\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x12.netdp.v1.Envelope\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"*\n\x07Receipt\x12\x10\n\x08receiver\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\x04\x32\x65\n\x04Peer\x12.\n\x06Gossip\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receipt(\x01\x12-\n\x07\x44\x65liver\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receiptb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\"\xd2\x01\n\x08\x45nvelope\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\r\x12\r\n\x05round\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x12\x13\n\x0b\x65xchange_id\x18\x06 \x01(\t\x12\r\n\x05shape\x18\x07 \x03(\r\x12\x0c\n\x04kind\x18\x08 \x01(\t\x12\x15\n\x08receiver\x18\t \x01(\rH\x00\x88\x01\x01\x12\x10\n\x08token_id\x18\n \x01(\t\x12\x0b\n\x03hop\x18\x0b \x01(\x04\x42\x0b\n\t_receiver\";\n\x05\x43hunk\x12$\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x12.netdp.v1.Envelope\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"*\n\x07Receipt\x12\x10\n\x08receiver\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\x04\x32\xc3\x01\n\x04Peer\x12(\n\x04\x43\x61ll\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk\x12\x32\n\nCallStream\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk(\x01\x30\x01\x12.\n\x06Gossip\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receipt(\x01\x12-\n\x07\x44\x65liver\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receiptb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'netdp.v1.peer_pb2', _global
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ENVELOPE']._serialized_start=34
-  _globals['_ENVELOPE']._serialized_end=163
-  _globals['_CHUNK']._serialized_start=165
-  _globals['_CHUNK']._serialized_end=224
-  _globals['_RECEIPT']._serialized_start=226
-  _globals['_RECEIPT']._serialized_end=268
-  _globals['_PEER']._serialized_start=270
-  _globals['_PEER']._serialized_end=371
+  _globals['_ENVELOPE']._serialized_end=244
+  _globals['_CHUNK']._serialized_start=246
+  _globals['_CHUNK']._serialized_end=305
+  _globals['_RECEIPT']._serialized_start=307
+  _globals['_RECEIPT']._serialized_end=349
+  _globals['_PEER']._serialized_start=352
+  _globals['_PEER']._serialized_end=547
 # @@protoc_insertion_point(module_scope)

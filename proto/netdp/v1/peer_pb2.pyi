@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Envelope(_message.Message):
-    __slots__ = ("run_id", "protocol", "sender", "round", "sequence", "exchange_id", "shape")
+    __slots__ = ("run_id", "protocol", "sender", "round", "sequence", "exchange_id", "shape", "kind", "receiver", "token_id", "hop")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +15,10 @@ class Envelope(_message.Message):
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     protocol: str
     sender: int
@@ -22,7 +26,11 @@ class Envelope(_message.Message):
     sequence: int
     exchange_id: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., sender: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    kind: str
+    receiver: int
+    token_id: str
+    hop: int
+    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., sender: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., kind: _Optional[str] = ..., receiver: _Optional[int] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("envelope", "data")

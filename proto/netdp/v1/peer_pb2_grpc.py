@@ -34,6 +34,16 @@ class PeerStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.Call = channel.unary_unary(
+                '/netdp.v1.Peer/Call',
+                request_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+                _registered_method=True)
+        self.CallStream = channel.stream_stream(
+                '/netdp.v1.Peer/CallStream',
+                request_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+                _registered_method=True)
         self.Gossip = channel.stream_unary(
                 '/netdp.v1.Peer/Gossip',
                 request_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
@@ -48,6 +58,21 @@ class PeerStub:
 
 class PeerServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def Call(self, request, context):
+        """Request/reply: one message whose answer carries an envelope and a payload (e.g. a
+        pairwise exchange). The request and the reply each fit one chunk here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CallStream(self, request_iterator, context):
+        """The same for payloads larger than one chunk: both directions streamed, envelope first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def Gossip(self, request_iterator, context):
         """Synchronous gossip: the sender's value for one round, streamed in chunks.
@@ -67,6 +92,16 @@ class PeerServicer:
 
 def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'Call': grpc.unary_unary_rpc_method_handler(
+                    servicer.Call,
+                    request_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+                    response_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+            ),
+            'CallStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.CallStream,
+                    request_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+                    response_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+            ),
             'Gossip': grpc.stream_unary_rpc_method_handler(
                     servicer.Gossip,
                     request_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
@@ -87,6 +122,60 @@ def add_PeerServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Peer:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Call(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netdp.v1.Peer/Call',
+            netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+            netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/netdp.v1.Peer/CallStream',
+            netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
+            netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def Gossip(request_iterator,

@@ -35,7 +35,7 @@ class RunHeader(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., node_id: _Optional[int] = ..., topology_digest: _Optional[str] = ..., public_parameters_json: _Optional[str] = ..., sampler_kind: _Optional[str] = ..., section: _Optional[str] = ..., started_unix: _Optional[float] = ...) -> None: ...
 
 class MessageSent(_message.Message):
-    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload", "delivered", "attempts", "failure")
+    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload", "delivered", "attempts", "failure", "kind", "token_id", "hop")
     PEER_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,9 @@ class MessageSent(_message.Message):
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
     peer: int
     round: int
     sequence: int
@@ -52,21 +55,30 @@ class MessageSent(_message.Message):
     delivered: bool
     attempts: int
     failure: str
-    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., delivered: _Optional[bool] = ..., attempts: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
+    kind: str
+    token_id: str
+    hop: int
+    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., delivered: _Optional[bool] = ..., attempts: _Optional[int] = ..., failure: _Optional[str] = ..., kind: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
 
 class MessageReceived(_message.Message):
-    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload")
+    __slots__ = ("peer", "round", "sequence", "exchange_id", "payload", "kind", "token_id", "hop")
     PEER_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
     peer: int
     round: int
     sequence: int
     exchange_id: str
     payload: Tensor
-    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    kind: str
+    token_id: str
+    hop: int
+    def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., kind: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
 
 class DropOut(_message.Message):
     __slots__ = ("peer", "round", "reason")
@@ -79,16 +91,96 @@ class DropOut(_message.Message):
     def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Rejected(_message.Message):
-    __slots__ = ("claimed_sender", "round", "status_code", "detail")
+    __slots__ = ("claimed_sender", "round", "status_code", "detail", "payload", "kind", "sequence", "exchange_id", "token_id", "hop")
     CLAIMED_SENDER_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
     claimed_sender: int
     round: int
     status_code: str
     detail: str
-    def __init__(self, claimed_sender: _Optional[int] = ..., round: _Optional[int] = ..., status_code: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    payload: Tensor
+    kind: str
+    sequence: int
+    exchange_id: str
+    token_id: str
+    hop: int
+    def __init__(self, claimed_sender: _Optional[int] = ..., round: _Optional[int] = ..., status_code: _Optional[str] = ..., detail: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., kind: _Optional[str] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
+
+class ExchangeEvent(_message.Message):
+    __slots__ = ("exchange_id", "peer", "sequence", "role", "phase", "reason", "value_after")
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    VALUE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    exchange_id: str
+    peer: int
+    sequence: int
+    role: str
+    phase: str
+    reason: str
+    value_after: Tensor
+    def __init__(self, exchange_id: _Optional[str] = ..., peer: _Optional[int] = ..., sequence: _Optional[int] = ..., role: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., value_after: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+
+class TokenCustody(_message.Message):
+    __slots__ = ("token_id", "hop", "phase", "peer")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    hop: int
+    phase: str
+    peer: int
+    def __init__(self, token_id: _Optional[str] = ..., hop: _Optional[int] = ..., phase: _Optional[str] = ..., peer: _Optional[int] = ...) -> None: ...
+
+class BudgetSpent(_message.Message):
+    __slots__ = ("step", "epsilon", "delta", "mechanism")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    epsilon: float
+    delta: float
+    mechanism: str
+    def __init__(self, step: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., mechanism: _Optional[str] = ...) -> None: ...
+
+class MessageRef(_message.Message):
+    __slots__ = ("peer", "kind", "round", "sequence", "exchange_id", "token_id", "hop")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
+    peer: int
+    kind: str
+    round: int
+    sequence: int
+    exchange_id: str
+    token_id: str
+    hop: int
+    def __init__(self, peer: _Optional[int] = ..., kind: _Optional[str] = ..., round: _Optional[int] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
+
+class StepInputs(_message.Message):
+    __slots__ = ("step", "inputs")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    inputs: _containers.RepeatedCompositeFieldContainer[MessageRef]
+    def __init__(self, step: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[MessageRef, _Mapping]]] = ...) -> None: ...
 
 class FinalOutput(_message.Message):
     __slots__ = ("value", "rounds_completed")
@@ -107,15 +199,21 @@ class PrivateInput(_message.Message):
     def __init__(self, value: _Optional[_Union[Tensor, _Mapping]] = ..., clipped: _Optional[bool] = ...) -> None: ...
 
 class NoiseDraw(_message.Message):
-    __slots__ = ("purpose", "value")
+    __slots__ = ("purpose", "value", "step", "mechanism", "scale")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
     purpose: str
     value: Tensor
-    def __init__(self, purpose: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    step: int
+    mechanism: str
+    scale: float
+    def __init__(self, purpose: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ..., step: _Optional[int] = ..., mechanism: _Optional[str] = ..., scale: _Optional[float] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("logged_unix", "header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise")
+    __slots__ = ("logged_unix", "header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise", "exchange", "token", "budget", "step_inputs")
     LOGGED_UNIX_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +223,10 @@ class Record(_message.Message):
     FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_INPUT_FIELD_NUMBER: _ClassVar[int]
     NOISE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    STEP_INPUTS_FIELD_NUMBER: _ClassVar[int]
     logged_unix: float
     header: RunHeader
     sent: MessageSent
@@ -134,4 +236,8 @@ class Record(_message.Message):
     final_output: FinalOutput
     private_input: PrivateInput
     noise: NoiseDraw
-    def __init__(self, logged_unix: _Optional[float] = ..., header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ...) -> None: ...
+    exchange: ExchangeEvent
+    token: TokenCustody
+    budget: BudgetSpent
+    step_inputs: StepInputs
+    def __init__(self, logged_unix: _Optional[float] = ..., header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ..., exchange: _Optional[_Union[ExchangeEvent, _Mapping]] = ..., token: _Optional[_Union[TokenCustody, _Mapping]] = ..., budget: _Optional[_Union[BudgetSpent, _Mapping]] = ..., step_inputs: _Optional[_Union[StepInputs, _Mapping]] = ...) -> None: ...

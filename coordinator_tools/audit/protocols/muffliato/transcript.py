@@ -7,10 +7,14 @@ are accounted by the same code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from node.mixing import chebyshev_omega
+from node.protocols.muffliato import PROTOCOL_NAME
 from node.topology import Topology
+
+Message = tuple[int, int]  # (sender w, round t): the value x_w^t
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,8 @@ class Transcript:
       ``used[v]`` has one entry per round v completed, so ``len(used[v])`` is the number of
       rounds v completed (fewer than ``rounds`` if it stopped early).
     * ``received[v]`` lists the messages in v's view, in log order, as (sender, round):
-      v received x_sender^round.
+      v received x_sender^round (used, or refused after its round closed).
+    * ``inferred[v]`` lists the rounds a replay rebuilt from v's neighbours' records.
 
     With every node completing every round and every neighbour used, this is the plan.
     """
@@ -33,7 +38,10 @@ class Transcript:
     rounds: int
     accelerated: bool
     used: tuple[tuple[frozenset[int], ...], ...]
-    received: tuple[tuple[tuple[int, int], ...], ...]
+    received: tuple[tuple[Message, ...], ...]
+    inferred: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    protocol = PROTOCOL_NAME
 
     @property
     def n(self) -> int:
@@ -46,6 +54,26 @@ class Transcript:
 
     def completed_rounds(self, node: int) -> int:
         return len(self.used[node])
+
+    def run_section(self) -> dict[str, object]:
+        """The report's `run`: the schedule that was accounted."""
+        topology = self.topology
+        return {
+            "protocol": self.protocol,
+            "run_id": topology.run_id,
+            "topology_digest": topology.digest,
+            "graph": topology.graph,
+            "n": topology.n,
+            "rounds": self.rounds,
+            "accelerated": self.accelerated,
+            "rounds_completed": [self.completed_rounds(v) for v in range(topology.n)],
+            "messages_used": sum(len(used) for node in self.used for used in node),
+            "messages_planned": self.rounds * sum(len(peers) for peers in topology.neighbours),
+        }
+
+    def node_summary(self, node: int) -> dict[str, object]:
+        """What the replay established about one node's rounds."""
+        return {"rounds_completed": self.completed_rounds(node), "inferred_rounds": list(self.inferred.get(node, ()))}
 
     def realized_row(self, node: int, round_index: int) -> dict[int, float]:
         """Row `node` of the mixing matrix W_t that was really applied at round t."""

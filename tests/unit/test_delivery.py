@@ -1,9 +1,10 @@
-"""The outbox's retry rules, and what each failure tells the round barrier about the peer.
+"""The delivery policies' retry rules, and what each failure tells the round barrier about the peer.
 
 A scripted link answers each attempt with a chosen gRPC status, so every rule is checked
-without timing: tries are used up by transport failures only, a peer that is behind is
-asked again until it takes the value, a peer that closed the round is given up at once,
-and a round's sent records reach the log together.
+without timing: under the barrier policy tries are used up by transport failures only, a
+peer that is behind is asked again until it takes the value, a peer that closed the round
+is given up at once, and a round's sent records reach the log together; custody retries
+and counts a duplicate as held; latest-value tries once.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import numpy as np
 import pytest
 
 from netdp.v1 import peer_pb2, viewlog_pb2
+from node.delivery import BarrierDelivery, CustodyDelivery, LatestValueDelivery, Outbox
 from node.journal import Delivery, Journal
-from node.outbox import Outbox
+from node.message import GOSSIP, Message, MessageId
 from node.transport.base import LinkError
 from node.viewlog import VIEW_LOG_NAME, read_log
 
@@ -35,6 +37,10 @@ class ScriptedLink:
         code = self._script.pop(0) if self._script else "OK"
         if code != "OK":
             raise LinkError(code, f"scripted {code}")
+
+    async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
+                   ) -> tuple[peer_pb2.Envelope, bytes]:
+        raise AssertionError("delivery never calls")
 
     async def close(self) -> None:
         return None
@@ -55,8 +61,11 @@ async def broadcast(journal: Journal, links: dict[int, ScriptedLink], round_inde
     async def on_fate(peer: int, delivery: Delivery) -> None:
         fates[peer] = delivery
 
-    outbox = Outbox(links, journal, run_id="r", protocol="muffliato", sender=0, attempts=attempts)
-    return await outbox.broadcast(round_index, np.ones(2), BUDGET_S, on_fate), fates
+    outbox = Outbox(links.__getitem__, journal, run_id="r", protocol="muffliato", sender=0)
+    deliveries = await outbox.broadcast(list(links), Message(GOSSIP, MessageId(round=round_index), np.ones(2)),
+                                        BarrierDelivery(attempts), BUDGET_S, wait_for_peer=round_index == 0,
+                                        on_fate=on_fate)
+    return {peer: delivery.delivered for peer, delivery in deliveries.items()}, fates
 
 
 async def test_a_peer_that_is_behind_is_asked_again_without_using_up_tries(journal):
@@ -102,3 +111,33 @@ async def test_a_rounds_sent_records_are_logged_together_with_their_fates(journa
         (1, 4, True, 1), (2, 4, False, 1), (3, 4, False, 2)]
     assert [r.sent.failure.split(":")[0] for r in sent] == ["", "FAILED_PRECONDITION", "UNAVAILABLE"]
     assert len({r.logged_unix for r in sent}) == 1  # one append, one fsync
+
+
+async def deliver_once(journal: Journal, link: ScriptedLink, policy) -> Delivery:
+    outbox = Outbox({1: link}.__getitem__, journal, run_id="r", protocol="muffliato-async", sender=0)
+    return await outbox.deliver(1, Message("exchange.commit", MessageId(sequence=3, exchange_id="0-3"), np.ones(2)),
+                                policy, BUDGET_S)
+
+
+async def test_custody_retries_transport_failures_and_counts_a_duplicate_as_held(journal):
+    link = ScriptedLink(["UNAVAILABLE", "DEADLINE_EXCEEDED", "ALREADY_EXISTS"])
+    assert await deliver_once(journal, link, CustodyDelivery(5)) == Delivery(True, 3)
+
+
+async def test_custody_gives_up_on_a_refusal_and_after_its_attempts(journal):
+    refused = await deliver_once(journal, ScriptedLink(["FAILED_PRECONDITION"]), CustodyDelivery(5))
+    assert not refused.delivered and refused.attempts == 1 and refused.peer_moved_on
+    unreachable = await deliver_once(journal, ScriptedLink(["UNAVAILABLE"] * 9), CustodyDelivery(2))
+    assert not unreachable.delivered and unreachable.attempts == 2 and unreachable.unreachable
+
+
+async def test_latest_value_tries_once(journal):
+    link = ScriptedLink(["UNAVAILABLE"])
+    delivery = await deliver_once(journal, link, LatestValueDelivery())
+    assert not delivery.delivered and len(link.calls) == 1
+
+
+async def test_a_message_is_logged_with_its_kind_and_message_id(journal, tmp_path):
+    await deliver_once(journal, ScriptedLink([]), CustodyDelivery(1))
+    sent = read_log(tmp_path / VIEW_LOG_NAME).of_kind("sent")[-1]
+    assert (sent.kind, sent.sequence, sent.exchange_id, sent.peer, sent.delivered) == ("exchange.commit", 3, "0-3", 1, True)

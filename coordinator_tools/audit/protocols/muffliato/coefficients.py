@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from flint import fmpq, fmpq_mat
 
-from coordinator_tools.audit.transcript import Transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from node.mixing import accelerated_step, metropolis_weight, min_degree_weight
 from node.topology import Topology
 

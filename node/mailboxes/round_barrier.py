@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from node.journal import Delivery, Journal
+from node.message import GOSSIP, Message, MessageId
 from node.refusal import Refusal
+
+# How often a neighbour that acknowledged our value but whose own value is missing is checked
+# for life: one that died since (SIGKILL, host gone) is dropped at once, not after the patience.
+PROBE_INTERVAL_S = 0.5
+Probe = Callable[[int], Awaitable[bool]]
 
 
 @dataclass
@@ -38,8 +45,13 @@ class NeighbourFates:
             return False
         return True
 
+    def mark_dead(self, peer: int) -> None:
+        """A peer that acknowledged earlier but no longer answers at all."""
+        self.alive.discard(peer)
+        self.unreachable.add(peer)
 
-class RoundInbox:
+
+class RoundBarrier:
     """Values received per round from a fixed set of neighbours."""
 
     def __init__(self, neighbours: tuple[int, ...], journal: Journal, *, window: int = 1) -> None:
@@ -56,6 +68,10 @@ class RoundInbox:
         """The lowest round still accepting values."""
         return self._open_round
 
+    async def handle(self, sender: int, message: Message) -> None:
+        """The mailbox's handler: log and store a neighbour's round value, or raise Refusal untouched."""
+        await self.deliver(sender, message.id.round, message.payload)
+
     async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
         """Log and store a neighbour's value, or raise Refusal without touching any state."""
         async with self._changed:
@@ -67,7 +83,7 @@ class RoundInbox:
                               f"and node {sender} was dropped from it")
             if round_index > self._open_round + self._window:
                 raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
-            await self._journal.received(sender, round_index, value)
+            await self._journal.received(sender, Message(GOSSIP, MessageId(round=round_index), value))
             self._values[round_index][sender] = value
             self._changed.notify_all()
 
@@ -77,7 +93,7 @@ class RoundInbox:
             self._changed.notify_all()
 
     async def collect(self, round_index: int, deadline_s: float, *, patience_s: float,
-                      fates: NeighbourFates) -> dict[int, np.ndarray]:
+                      fates: NeighbourFates, probe: Probe | None = None) -> dict[int, np.ndarray]:
         """Wait for every neighbour's value for the round, then close the round.
 
         A neighbour our own value could not reach is not waited for: it is dead or cut off,
@@ -87,7 +103,8 @@ class RoundInbox:
         closed the round without our value: it is ahead, so this node hurries to catch up. Any other
         missing neighbour is dropped once the deadline has passed, unless it acknowledged
         our value for this round (it is alive, only slow: perhaps itself waiting for a dead
-        neighbour); those are waited for up to `patience_s`. Without this, one dead node
+        neighbour); those are waited for up to `patience_s`, unless `probe` finds that one no
+        longer answers at all (it died after acknowledging): that one is dropped at once. Without this, one dead node
         would make its neighbours late and their other neighbours drop them in turn. Later
         values for a closed round are refused; dropped neighbours are logged.
         """
@@ -95,6 +112,28 @@ class RoundInbox:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
         loop = asyncio.get_running_loop()
         started = loop.time()
+        watcher = asyncio.create_task(self._watch_alive(round_index, fates, probe)) if probe else None
+        try:
+            return await self._close_round(round_index, deadline_s, patience_s, fates, started)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _watch_alive(self, round_index: int, fates: NeighbourFates, probe: Probe) -> None:
+        """Probe the neighbours that acknowledged but whose value is missing; file the dead ones."""
+        while True:
+            await asyncio.sleep(PROBE_INTERVAL_S)
+            waiting = [peer for peer in fates.alive if peer not in self._values.get(round_index, {})]
+            answers = await asyncio.gather(*(probe(peer) for peer in waiting))
+            dead = [peer for peer, answered in zip(waiting, answers) if not answered]
+            for peer in dead:
+                fates.mark_dead(peer)
+            if dead:
+                await self.wake()
+
+    async def _close_round(self, round_index: int, deadline_s: float, patience_s: float, fates: NeighbourFates,
+                           started: float) -> dict[int, np.ndarray]:
+        loop = asyncio.get_running_loop()
         async with self._changed:
             while True:
                 cut_off = fates.unreachable.issuperset(self._neighbours)

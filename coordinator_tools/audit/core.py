@@ -1,0 +1,123 @@
+"""The linear-Gaussian model of a run: what the exact column and the attack read, for any protocol.
+
+A run whose messages are affine in the private data and Gaussian noise is y = A x + B η:
+one column of A per node's private input, one column of B per noise draw (std σ·s_k, its
+own scale s_k relative to the run's σ), one row per message some observer received. For an
+observer v (its own input removed and, by default, its own noise), changing x_u by Δ shifts
+the mean of v's rows by Δ·A e_u against noise of covariance σ²·B S² Bᵀ, so v's view is
+exactly a Gaussian mechanism with
+
+    μ²_{u→v} = (Δ/σ)² · p,   p = (A e_u)ᵀ (B S² Bᵀ)⁺ (A e_u),   p = ∞ if A e_u ∉ range(B S).
+
+p does not depend on σ, so it is computed once and scaled (calibration reuses it).
+D-dimensional inputs with independent per-coordinate noise give the same μ: the rows are
+the same for every coordinate.
+
+When every node draws its noise once and every message carries x + η (A = B, S = I, the
+Muffliato protocols), p is the squared norm of e_u projected on the row space of the view;
+`exact` computes that case exactly (rational arithmetic) or as a float interval, and every
+other model through `gaussian_geometry` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from flint import fmpq_mat
+
+EPS = float(np.finfo(float).eps)
+# Singular values above FINE_RTOL · σ_max count for the upper end of an interval.
+FINE_RTOL = 4 * EPS
+# A e_u counts as outside the noise's range when its residual exceeds this fraction of it.
+RANGE_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class LinearGaussianModel:
+    """y = A x + B η for every message some observer received, and who received which.
+
+    ``noise`` None means one draw per node, at the run's σ, with the same rows as the inputs
+    (B = A): stored once. ``exact_rows`` optionally gives A in rational arithmetic (for that
+    case only), so small runs are accounted without rounding.
+    """
+
+    n: int
+    inputs: np.ndarray  # (m, n): A
+    received: tuple[tuple[int, ...], ...]  # per node v: the rows in v's view
+    noise: np.ndarray | None = None  # (m, k): B
+    noise_owner: tuple[int, ...] | None = None  # the node that drew each noise column
+    noise_scale: np.ndarray | None = None  # σ_k / σ of each noise column
+    exact_rows: Callable[[], fmpq_mat] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows, width = self.inputs.shape
+        if width != self.n or len(self.received) != self.n:
+            raise ValueError(f"a model of {self.n} nodes needs {self.n} input columns and views")
+        if any(not 0 <= i < rows for view in self.received for i in view):
+            raise ValueError("a view names a message row the model does not hold")
+        if self.noise is not None:
+            draws = self.noise.shape[1]
+            if self.noise.shape[0] != rows or len(self.owners) != draws or self.scales.shape != (draws,):
+                raise ValueError("noise rows, owners and scales must match the noise columns")
+            if np.any(self.scales < 0):
+                raise ValueError("noise scales must be >= 0")
+
+    @property
+    def owners(self) -> tuple[int, ...]:
+        """The node that drew each noise column."""
+        if self.noise is None:
+            return tuple(range(self.n))
+        return self.noise_owner if self.noise_owner is not None else tuple(range(self.noise.shape[1]))
+
+    @property
+    def scales(self) -> np.ndarray:
+        """σ_k / σ of each noise column."""
+        if self.noise is None or self.noise_scale is None:
+            return np.ones(len(self.owners))
+        return np.asarray(self.noise_scale, dtype=float)
+
+    @property
+    def noise_rows(self) -> np.ndarray:
+        """B."""
+        return self.inputs if self.noise is None else self.noise
+
+    @property
+    def shared(self) -> bool:
+        """One draw per node, at the run's σ, with the input's rows: the projection case."""
+        if self.noise is None:
+            return True
+        return (self.owners == tuple(range(self.n)) and bool(np.all(self.scales == 1.0))
+                and np.array_equal(self.noise, self.inputs))
+
+
+def gaussian_geometry(signal: np.ndarray, noise_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """p = aᵀ (M Mᵀ)⁺ a for every column a of `signal`, M = `noise_map`: (standard, fine) rank cut-off.
+
+    The lower end keeps singular values above the backward error max(m, k)·eps·σ_max; the
+    upper end keeps those above FINE_RTOL·σ_max. A column with a residual outside the kept
+    range is infinite (the view pins u's input down without noise); a zero column is 0.
+    """
+    columns = signal.shape[1]
+    if signal.shape[0] == 0:
+        return np.zeros(columns), np.zeros(columns)
+    left, singular, _ = np.linalg.svd(noise_map, full_matrices=False)
+    largest = singular[0] if singular.size else 0.0
+    norms = np.linalg.norm(signal, axis=0)
+    ends = [_geometry_at(signal, norms, left, singular, cut)
+            for cut in (largest * max(noise_map.shape) * EPS, largest * FINE_RTOL)]
+    return np.minimum(*ends), np.maximum(*ends)
+
+
+def _geometry_at(signal: np.ndarray, norms: np.ndarray, left: np.ndarray, singular: np.ndarray,
+                 cut: float) -> np.ndarray:
+    """p of every signal column keeping the singular directions above `cut`."""
+    keep = singular > cut
+    basis = left[:, keep]
+    coordinates = basis.T @ signal
+    p = np.sum(np.square(coordinates / singular[keep][:, None]), axis=0)
+    residual = np.linalg.norm(signal - basis @ coordinates, axis=0)
+    p = np.where(residual > RANGE_RTOL * norms, np.inf, p)
+    return np.where(norms == 0, 0.0, p)
+

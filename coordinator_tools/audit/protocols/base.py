@@ -1,0 +1,100 @@
+"""What every protocol's auditor provides, and what its realized run answers.
+
+The replay is protocol-neutral (read, verify, cross-check by MessageId); everything that
+depends on what the messages mean lives behind `ProtocolAuditor`: which records are valid,
+how the realized transcript is rebuilt, how it is accounted and checked, and how a run is
+planned. Adding a protocol is one subclass in its own module, listed in the registry
+(`coordinator_tools.audit.protocols`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from coordinator_tools.audit import attack
+from coordinator_tools.audit.accountants import AttackPairs
+from coordinator_tools.audit.checks import Check
+from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.plan import Plan, PlanOptions
+from coordinator_tools.audit.records import Finding, NodeLog
+from netdp.v1 import viewlog_pb2
+from node.topology import Topology
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
+
+
+class RealizedRun(Protocol):
+    """A protocol's transcript of what really happened (or was planned): what reports read."""
+
+    protocol: str
+
+    @property
+    def topology(self) -> Topology: ...
+
+    @property
+    def n(self) -> int: ...
+
+    def run_section(self) -> dict[str, object]:
+        """The report's `run` object (with a "protocol" key)."""
+        ...
+
+    def node_summary(self, node: int) -> dict[str, object]:
+        """Protocol facts about one node for the replay's per-node summary."""
+        ...
+
+
+class ProtocolAuditor(ABC):
+    """The audit of one protocol: record rules, transcript rebuild, accounting, checks, planning."""
+
+    name: ClassVar[str]
+    public_records: ClassVar[frozenset[str]]  # record kinds its nodes write to view.log
+
+    def supports(self, header: viewlog_pb2.RunHeader) -> bool:
+        """Whether this auditor reads logs with this header."""
+        return header.protocol == self.name
+
+    @abstractmethod
+    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
+        """Why a record in `node`'s view log cannot belong to this protocol (it is left out), or None."""
+
+    @abstractmethod
+    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        """Why a node's noise draws are not what this protocol draws, or None."""
+
+    @abstractmethod
+    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> RealizedRun:
+        """The realized transcript; inferences and inconsistencies are appended to `findings`."""
+
+    @abstractmethod
+    def account(
+        self,
+        run: Any,
+        *,
+        sigma: float,
+        sensitivity: float,
+        alpha: float,
+        delta: float,
+        threat_model: ThreatModel = ThreatModel(),
+        conversion: Conversion = "tight",
+        attack_pairs: AttackPairs = None,
+        attack_runs: int = attack.DEFAULT_RUNS,
+        rng_seed: int | None = None,
+    ) -> PairwiseLosses:
+        """Every column for every pair of `run` (this protocol's realized run)."""
+
+    @abstractmethod
+    def checks(self, replay: Replay) -> list[Check]:
+        """The protocol's own checks of a replay (with private logs: the payloads recomputed)."""
+
+    @abstractmethod
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        """Top-level report keys this protocol adds to an audit."""
+
+    @abstractmethod
+    def plan(self, topology: Topology, options: PlanOptions) -> Plan:
+        """Account a run of `topology` before it happens."""

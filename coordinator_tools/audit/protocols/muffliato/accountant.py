@@ -1,0 +1,81 @@
+"""Account a synchronous Muffliato run: its linear-Gaussian model and every column per pair.
+
+The model's rows are the real coefficients of every value some observer received (the
+nodes' own recursion, Chebyshev acceleration included); the paper column uses the plain
+products Theorem 1 is stated with. One entry point, `account`, for planned and realized
+runs alike (both are Transcripts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import fmpq_mat
+
+from coordinator_tools.audit import attack
+from coordinator_tools.audit.accountants import AttackPairs, account_model
+from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.exact import Method, ViewGeometry, view_geometry
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.protocols.muffliato.coefficients import float_rounds, rational_history
+from coordinator_tools.audit.protocols.muffliato.paper import message_sum
+from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
+
+
+def linear_model(transcript: Transcript) -> LinearGaussianModel:
+    """One row per value some node received, sorted by round then sender; z = x + η columns.
+
+    Float rows are picked round by round from the streamed coefficients; rational rows are
+    computed only if the exact method asks for them.
+    """
+    messages = sorted({m for view in transcript.received for m in view}, key=lambda m: (m[1], m[0]))
+    index = {message: i for i, message in enumerate(messages)}
+    by_round: dict[int, list[tuple[int, int]]] = {}
+    for i, (w, t) in enumerate(messages):
+        by_round.setdefault(t, []).append((i, w))
+    rows = np.zeros((len(messages), transcript.n))
+    for t, coefficients in enumerate(float_rounds(transcript, accelerated=transcript.accelerated)):
+        for i, w in by_round.get(t, ()):
+            rows[i] = coefficients[w]
+    received = tuple(tuple(sorted(index[m] for m in set(view))) for view in transcript.received)
+
+    def exact_rows() -> fmpq_mat:
+        return _rational_rows(transcript, messages)
+
+    return LinearGaussianModel(n=transcript.n, inputs=rows, received=received, exact_rows=exact_rows)
+
+
+def transcript_geometry(
+    transcript: Transcript, threat_model: ThreatModel = ThreatModel(), *, method: Method = "auto"
+) -> ViewGeometry:
+    """The σ-free geometry of every observer's view of the run in `transcript`."""
+    return view_geometry(linear_model(transcript), threat_model, method=method)
+
+
+def account(
+    transcript: Transcript,
+    *,
+    sigma: float,
+    sensitivity: float,
+    alpha: float,
+    delta: float,
+    threat_model: ThreatModel = ThreatModel(),
+    conversion: Conversion = "tight",
+    attack_pairs: AttackPairs = None,
+    attack_runs: int = attack.DEFAULT_RUNS,
+    rng_seed: int | None = None,
+    exact_method: Method = "auto",
+) -> PairwiseLosses:
+    """All pairwise losses of the run in `transcript` at noise σ, sensitivity Δ, order α, δ."""
+    return account_model(
+        linear_model(transcript), message_sum(transcript, threat_model), sigma=sigma, sensitivity=sensitivity,
+        alpha=alpha, delta=delta, threat_model=threat_model, conversion=conversion, attack_pairs=attack_pairs,
+        attack_runs=attack_runs, rng_seed=rng_seed, exact_method=exact_method,
+    )  # fmt: skip
+
+
+def _rational_rows(transcript: Transcript, messages: list[Message]) -> fmpq_mat:
+    """The model's rows in exact rational arithmetic."""
+    history = rational_history(transcript, accelerated=transcript.accelerated)
+    n = transcript.n
+    return fmpq_mat(len(messages), n, [history[t][w, k] for w, t in messages for k in range(n)])

@@ -1,0 +1,195 @@
+"""Plan a randomized Muffliato run ex ante: account simulated schedules and average them.
+
+Each simulated schedule runs every node's Poisson clock (rate `tick_rate`, for `exchanges`
+ticks or `duration_s` seconds); on a tick the node picks a neighbour with the topology's
+activation probabilities and the pair averages at once (no failures). Each schedule is
+accounted like a realized run; the ex-ante loss is that of the mixture over schedules when
+the observer learns the schedule (an upper bound on not learning it, by post-processing):
+RDP (1/(α−1)) log E exp((α−1)·rdp), and the exact (ε, δ) from the averaged privacy profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from coordinator_tools.audit.baselines import central_dp, local_dp
+from coordinator_tools.audit.conversion import (
+    Conversion,
+    gaussian_mixture_epsilon,
+    gaussian_mixture_rdp_epsilon,
+    gaussian_rdp,
+    mixture_rdp,
+    squared_mu,
+)
+from coordinator_tools.audit.exact import ViewGeometry, view_geometry
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.paper import message_share_sum
+from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, smallest_sigma, summarize
+from coordinator_tools.audit.protocols.muffliato_async.accountant import PAPER_NOTE, linear_model
+from coordinator_tools.audit.protocols.muffliato_async.schedule import Exchange, ExchangeSchedule
+from node.protocols.muffliato_async import PROTOCOL_NAME, MuffliatoAsyncParams
+from node.topology import Topology
+
+DEFAULT_SCHEDULES = 20
+DEFAULT_SEED = 0
+
+
+def activation(topology: Topology, node: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """A node's neighbours and the probability of picking each on a tick (as the node does)."""
+    neighbours = topology.neighbours[node]
+    if topology.protocol.activation == "uniform":
+        return neighbours, np.full(len(neighbours), 1.0 / len(neighbours))
+    row = topology.weight_row(node)
+    weights = np.array([row[peer] for peer in neighbours])
+    return neighbours, weights / weights.sum()
+
+
+def simulated_schedule(topology: Topology, rng: np.random.Generator) -> ExchangeSchedule:
+    """One schedule of the topology's clocks: every tick an exchange that both sides commit."""
+    params, n = topology.protocol, topology.n
+    ticks = [(time, node) for node in range(n) for time in _clock(params, rng)]
+    choices = [activation(topology, node) for node in range(n)]
+    sequence = [0] * n
+    exchanges: list[Exchange] = []
+    received: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for _, node in sorted(ticks):
+        neighbours, probabilities = choices[node]
+        peer = int(neighbours[rng.choice(len(neighbours), p=probabilities)])
+        sequence[node] += 1
+        sequence[peer] += 1
+        exchanges.append(Exchange(f"{node}-{sequence[node]}", node, peer, sequence[node], sequence[peer],
+                                  initiator_applied=True, responder_applied=True))
+        received[node].append((peer, len(exchanges) - 1))
+        received[peer].append((node, len(exchanges) - 1))
+    counts = [sum(node == tick for _, tick in ticks) for node in range(n)]
+    return ExchangeSchedule(topology, tuple(exchanges), tuple(map(tuple, received)), tuple(counts))
+
+
+def _clock(params: MuffliatoAsyncParams, rng: np.random.Generator) -> np.ndarray:
+    """Tick times of one node's Poisson clock under the stopping rule."""
+    gaps = 1.0 / params.tick_rate
+    if params.exchanges is not None:
+        return np.cumsum(rng.exponential(gaps, size=params.exchanges))
+    times: list[float] = []
+    now = rng.exponential(gaps)
+    while now < params.duration_s:
+        times.append(now)
+        now += rng.exponential(gaps)
+    return np.array(times)
+
+
+@dataclass(frozen=True)
+class PlannedSchedules:
+    """The simulated schedules a plan averaged over (what its report's `run` describes)."""
+
+    topology: Topology
+    schedules: tuple[ExchangeSchedule, ...]
+
+    protocol = PROTOCOL_NAME
+
+    @property
+    def n(self) -> int:
+        return self.topology.n
+
+    def run_section(self) -> dict[str, object]:
+        params, topology = self.topology.protocol, self.topology
+        return {
+            "protocol": self.protocol,
+            "run_id": topology.run_id,
+            "topology_digest": topology.digest,
+            "graph": topology.graph,
+            "n": topology.n,
+            "activation": params.activation,
+            "schedules": len(self.schedules),
+            "ticks_per_node": params.exchanges,
+            "duration_s": params.duration_s,
+            "mean_exchanges": float(np.mean([len(s.exchanges) for s in self.schedules])),
+        }
+
+    def node_summary(self, node: int) -> dict[str, object]:
+        return {"mean_ticks": float(np.mean([s.ticks[node] for s in self.schedules]))}
+
+
+def plan_ex_ante(topology: Topology, options: PlanOptions) -> Plan:
+    """Account `options.schedules` simulated schedules of the topology and report their mixture."""
+    params = topology.protocol
+    sigma = params.sigma if options.sigma is None else options.sigma
+    sensitivity = params.sensitivity if options.sensitivity is None else options.sensitivity
+    alpha = params.alpha if options.alpha is None else options.alpha
+    count = options.schedules or DEFAULT_SCHEDULES
+    seed = DEFAULT_SEED if options.seed is None else options.seed
+    rng = np.random.default_rng(seed)
+    schedules = tuple(simulated_schedule(topology, rng) for _ in range(count))
+    models = [linear_model(schedule) for schedule in schedules]
+    geometries = [view_geometry(model, options.threat_model) for model in models]
+    shares = np.stack([message_share_sum(model, options.threat_model) for model in models])
+    details: dict[str, object] = {
+        "schedules": count, "seed": seed, "activation": params.activation, "ticks_per_node": params.exchanges,
+        "duration_s": params.duration_s,
+        "ex_ante": "mixture over the simulated schedules, the schedule revealed to the observer: "
+                   "RDP (1/(alpha-1)) log E exp((alpha-1) rdp), exact (eps, delta) from the averaged profile",
+    }
+    if options.target is not None:
+        upper = np.stack([geometry.upper for geometry in geometries])
+
+        def loss(candidate: float) -> float:
+            mu = np.sqrt(squared_mu(upper, sigma=candidate, sensitivity=sensitivity))
+            return summarize(gaussian_mixture_epsilon(mu, options.delta), options.target.rule)
+
+        sigmas = {"exact": smallest_sigma(loss, sensitivity=sensitivity, target=options.target),
+                  **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta, target=options.target)}
+        sigma = sigmas["exact"]
+        details["calibration"] = {"target_eps": options.target.epsilon, "rule": options.target.rule, "sigma": sigmas}
+    losses = mixture_losses(geometries, shares, sigma=sigma, sensitivity=sensitivity, alpha=alpha,
+                            delta=options.delta, threat_model=options.threat_model, conversion=options.conversion)
+    clock = f"{params.exchanges} ticks" if params.exchanges else f"{params.duration_s:g} s of ticks"
+    headline = (f"n = {topology.n}, randomized gossip ex ante over {count} simulated schedules "
+                f"(seed {seed}, {clock} per node), sigma = {sigma:.6g}")
+    return Plan(run=PlannedSchedules(topology, schedules), losses=losses, details=details, headline=headline)
+
+
+def mixture_losses(
+    geometries: list[ViewGeometry],
+    shares: np.ndarray,
+    *,
+    sigma: float,
+    sensitivity: float,
+    alpha: float,
+    delta: float,
+    threat_model: ThreatModel,
+    conversion: Conversion,
+) -> PairwiseLosses:
+    """The ex-ante columns of K equally likely schedules (geometries and paper sums along axis 0)."""
+    n = shares.shape[1]
+
+    def mus(values: np.ndarray) -> np.ndarray:
+        return np.sqrt(squared_mu(values, sigma=sigma, sensitivity=sensitivity))
+
+    paper = mus(shares)
+    lower, upper = (mus(np.stack([getattr(g, end) for g in geometries])) for end in ("lower", "upper"))
+    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+    central = central_dp(n=n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+    return PairwiseLosses(
+        alpha=alpha,
+        delta=delta,
+        sigma=sigma,
+        sensitivity=sensitivity,
+        threat_model=threat_model,
+        paper_rdp=mixture_rdp(gaussian_rdp(paper, alpha), alpha),
+        paper_eps=gaussian_mixture_rdp_epsilon(paper, delta, alpha=alpha, conversion=conversion),
+        exact_rdp=mixture_rdp(gaussian_rdp(lower, alpha), alpha),
+        exact_eps=gaussian_mixture_epsilon(lower, delta),
+        exact_rdp_upper=mixture_rdp(gaussian_rdp(upper, alpha), alpha),
+        exact_eps_upper=gaussian_mixture_epsilon(upper, delta),
+        reconstructable=np.all([g.reconstructable for g in geometries], axis=0),
+        ill_conditioned=np.any([g.ill_conditioned for g in geometries], axis=0),
+        exact_method=geometries[0].method,
+        ldp_rdp=ldp.rdp,
+        ldp_eps=ldp.eps,
+        central_rdp=central.rdp,
+        central_eps=central.eps,
+        notes=[PAPER_NOTE, f"ex ante: mixture over {len(geometries)} simulated schedules",
+               f"paper (eps, delta) by the {conversion} RDP conversion; exact by the averaged Gaussian profile"],
+    )

@@ -1,0 +1,213 @@
+"""Each protocol's command-line options, and how they become its published Params.
+
+`netdp topology generate | import --protocol NAME` accepts NAME's options and refuses the
+others' with a one-line error. Adding a protocol means adding one `ProtocolOptions` entry to
+PROTOCOL_OPTIONS: its Params model, the options that set its fields, and, when some of its
+defaults depend on the graph or `topology show` should print more, two small hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
+from coordinator_tools.topology.build import DerivedWeighting, gossip_mixing
+from node.errors import ConfigError
+from node.protocols.muffliato import MuffliatoParams
+from node.protocols.muffliato_async import MuffliatoAsyncParams
+from node.topology import Topology
+
+DEFAULT_PROTOCOL = "muffliato"
+Fields = dict[str, Any]
+SummaryRows = list[tuple[str, object]]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option that sets one field of a protocol's Params."""
+
+    flag: str
+    field: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    default: Any = None  # the command line's own default, for fields the Params model leaves required
+    sets: Any = None  # a switch: the flag takes no value and sets the field to this
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What a protocol's defaults may depend on; the spectral gap is only computed when asked for."""
+
+    graph: nx.Graph
+    weighting: DerivedWeighting
+    explicit_weights: dict[tuple[int, int], float] | None
+
+    @property
+    def n(self) -> int:
+        return self.graph.number_of_nodes()
+
+    @cached_property
+    def spectral_gap(self) -> float:
+        return gossip_mixing(self.graph, self.weighting, self.explicit_weights).spectral_gap
+
+
+def _no_derived_fields(fields: Fields, graph: GraphFacts) -> Fields:
+    return fields
+
+
+def _no_summary_rows(topology: Topology) -> SummaryRows:
+    return []
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """One protocol as the topology commands see it."""
+
+    params: type[BaseModel]
+    options: tuple[Option, ...]
+    derive: Callable[[Fields, GraphFacts], Fields] = _no_derived_fields  # fill defaults that need the graph
+    summary: Callable[[Topology], SummaryRows] = _no_summary_rows  # extra rows for `topology show`
+
+
+NOISY_VECTOR_OPTIONS = (
+    Option("--sigma", "sigma", "std of the Gaussian noise each node adds once", float, default=1.0),
+    Option("--sensitivity", "sensitivity", "l2 sensitivity Delta; inputs are clipped to norm Delta/2", float,
+           default=1.0),
+    Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0),
+    Option("--dimension", "dimension", "length D of every node's vector", int, default=1),
+)
+
+
+def _muffliato_rounds(fields: Fields, graph: GraphFacts) -> Fields:
+    """Default rounds: T_stop of Muffliato Thm 2 for the worst-case spread, safe whatever the data."""
+    if "rounds" in fields:
+        return fields
+    accelerated = fields.get("accelerated", MuffliatoParams.model_fields["accelerated"].default)
+    rounds = _worst_case_t_stop(graph.n, graph.spectral_gap, fields["sigma"], fields["sensitivity"], accelerated)
+    return {**fields, "rounds": rounds}
+
+
+def _worst_case_t_stop(n: int, gap: float, sigma: float, sensitivity: float, accelerated: bool) -> int:
+    """T_stop for the largest spread inputs clipped to norm sensitivity/2 can have: safe whatever the data."""
+    return muffliato_t_stop(n, gap, sigma, worst_case_spread(sensitivity), accelerated=accelerated)
+
+
+def _muffliato_summary(topology: Topology) -> SummaryRows:
+    protocol = topology.protocol
+    if protocol.sigma == 0.0:
+        t_stop: object = "none (sigma = 0)"
+    else:
+        t_stop = _worst_case_t_stop(
+            topology.n, topology.spectral_gap, protocol.sigma, protocol.sensitivity, protocol.accelerated)
+    return [
+        ("T_stop (worst-case spread)", t_stop),
+        ("MSE bound 3 sigma^2 / n", f"{muffliato_mse_bound(topology.n, protocol.sigma):.6g}"),
+    ]
+
+
+PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
+    "muffliato": ProtocolOptions(
+        MuffliatoParams,
+        NOISY_VECTOR_OPTIONS + (
+            Option("--rounds", "rounds", "gossip rounds T (default: T_stop of Muffliato Thm 2 for the "
+                   "worst-case spread)", int),
+            Option("--plain", "accelerated", "plain gossip instead of Chebyshev acceleration", sets=False),
+        ),
+        derive=_muffliato_rounds,
+        summary=_muffliato_summary,
+    ),
+    "muffliato-async": ProtocolOptions(
+        MuffliatoAsyncParams,
+        NOISY_VECTOR_OPTIONS + (
+            Option("--exchanges", "exchanges", "ticks of its own clock each node makes (or --duration)", int),
+            Option("--duration", "duration_s", "seconds each node keeps ticking (or --exchanges)", float),
+            Option("--tick-rate", "tick_rate", "rate of each node's Poisson clock, per second", float),
+            Option("--activation", "activation", "how a ticking node picks its peer",
+                   choices=("weights", "uniform")),
+            Option("--exchange-timeout", "exchange_timeout_s", "seconds to wait for a peer's answer", float),
+        ),
+    ),
+}
+
+
+def add_protocol_options(parser: argparse.ArgumentParser) -> None:
+    """--protocol and every protocol's options; an option shared by several protocols is added once."""
+    parser.add_argument("--protocol", choices=list(PROTOCOL_OPTIONS), default=DEFAULT_PROTOCOL,
+                        help="protocol the nodes run (default %(default)s); each takes the options marked with it")
+    for option, names in _options_by_flag().items():
+        kwargs: dict[str, Any] = (
+            {"action": "store_const", "const": option.sets} if option.sets is not None
+            else {"type": option.type, "choices": option.choices}
+        )
+        parser.add_argument(option.flag, dest=option.dest, default=None,
+                            help=f"[{', '.join(names)}] {option.help}{_default_text(option)}", **kwargs)
+
+
+def protocol_params(args: argparse.Namespace, graph: GraphFacts) -> BaseModel:
+    """The Params of --protocol from its options, refusing options of other protocols."""
+    name = args.protocol
+    protocol = PROTOCOL_OPTIONS[name]
+    foreign = [option.flag for option in _options_by_flag()
+               if option not in protocol.options and getattr(args, option.dest) is not None]
+    if foreign:
+        takes = " ".join(option.flag for option in protocol.options)
+        raise ConfigError(f"{foreign[0]} is not an option of protocol {name} (it takes {takes})")
+    fields: Fields = {}
+    for option in protocol.options:
+        value = getattr(args, option.dest)
+        value = option.default if value is None else value
+        if value is not None:
+            fields[option.field] = value
+    return protocol.params.model_validate(protocol.derive(fields, graph))
+
+
+def summary_rows(topology: Topology) -> SummaryRows:
+    """The protocol's published fields (those set), then the rows its entry adds."""
+    protocol = topology.protocol
+    fields = protocol.model_dump(exclude_none=True)
+    rows: SummaryRows = [("protocol", fields.pop("name"))]
+    rows += list(fields.items())
+    return rows + PROTOCOL_OPTIONS[protocol.name].summary(topology)
+
+
+def _options_by_flag() -> dict[Option, list[str]]:
+    """Every option once, with the protocols that take it; one flag must mean one thing everywhere."""
+    names: dict[Option, list[str]] = {}
+    flags: dict[str, Option] = {}
+    for name, protocol in PROTOCOL_OPTIONS.items():
+        for option in protocol.options:
+            if flags.setdefault(option.flag, option) != option:
+                raise AssertionError(f"{option.flag} is defined twice, differently")
+            names.setdefault(option, []).append(name)
+    return names
+
+
+def _default_text(option: Option) -> str:
+    """' (default X)' for an option that takes a value: the command line's default, else the Params models' own."""
+    if option.sets is not None:
+        return ""
+    if option.default is not None:
+        return f" (default {option.default})"
+    defaults = {_model_default(protocol.params, option.field)
+                for protocol in PROTOCOL_OPTIONS.values() if option in protocol.options}
+    default = defaults.pop() if len(defaults) == 1 else None
+    return "" if default is None else f" (default {default})"
+
+
+def _model_default(params: type[BaseModel], field: str) -> Any:
+    default = params.model_fields[field].default
+    return None if default is PydanticUndefined else default
+

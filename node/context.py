@@ -1,0 +1,124 @@
+"""What a protocol sees of its node: a small, transport-free interface.
+
+A protocol module gets a `ProtocolContext` and nothing else: its id and public
+parameters, its noise (drawn from the node's own sampler, every draw logged privately
+with its step and purpose), `neighbours(step)`, mailboxes for the message patterns it
+uses, and the verbs `deliver` (returns once the receiver durably logged the message),
+`broadcast` and `call` (request/reply). gRPC, TLS, retries and the log format stay behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+
+from node.delivery import DeliveryPolicy, FateCallback, Outbox
+from node.journal import Delivery, Journal
+from node.mailboxes import exchange_desk as kinds
+from node.mailboxes.exchange_desk import ExchangeDesk
+from node.mailboxes.round_barrier import RoundBarrier
+from node.message import GOSSIP, IdScheme, Message
+from node.noise import GaussianSampler
+from node.receiver import Handler, Receiver
+from node.topology import NetworkParams, Topology
+
+
+class NodeNoise:
+    """The node's own noise: drawn from its sampler, each draw logged privately, never sent as such."""
+
+    def __init__(self, sampler: GaussianSampler, journal: Journal) -> None:
+        self._sampler = sampler
+        self._journal = journal
+
+    async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
+        """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""
+        noisy = self._sampler.perturb(value, sigma)
+        await self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
+        return noisy
+
+
+class ProtocolContext:
+    """One node's interface to the network, its noise and its log, as a protocol uses them."""
+
+    def __init__(self, topology: Topology, node_id: int, journal: Journal, receiver: Receiver, outbox: Outbox,
+                 noise: NodeNoise, on_step: Callable[[int], Awaitable[None]]) -> None:
+        self.topology = topology
+        self.node_id = node_id
+        self.journal = journal
+        self.noise = noise
+        self._receiver = receiver
+        self._outbox = outbox
+        self._on_step = on_step
+
+    @property
+    def params(self):
+        """The protocol's public parameters (its Params model from the topology)."""
+        return self.topology.protocol
+
+    @property
+    def network(self) -> NetworkParams:
+        return self.topology.network
+
+    def neighbours(self, step: int = 0) -> tuple[int, ...]:
+        """This node's neighbours at `step` (the same every step on a fixed graph)."""
+        return self.topology.neighbours_at(self.node_id, step)
+
+    async def step_started(self, step: int) -> None:
+        """Tell the host a local step begins (progress, and fault injection at a chosen step)."""
+        await self._on_step(step)
+
+    async def private_input(self, value: np.ndarray, clipped: bool) -> None:
+        """Log the node's own (clipped) input to its private log."""
+        await self.journal.private_input(value, clipped)
+
+    # --- mailboxes ---------------------------------------------------------------------------
+
+    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool) -> None:
+        """Take incoming messages of `kind` with `handler` (validated first, like every message)."""
+        self._receiver.register(kind, handler, scheme=scheme, payload=payload)
+
+    def round_barrier(self, kind: str = GOSSIP) -> RoundBarrier:
+        """A per-neighbourhood round barrier fed by messages of `kind`."""
+        barrier = RoundBarrier(self.neighbours(), self.journal)
+        self.on(kind, barrier.handle, scheme="round", payload=True)
+        return barrier
+
+    def exchange_desk(self, combine: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
+                      timeout_s: float) -> ExchangeDesk:
+        """A desk for atomic pairwise exchanges (its handlers are registered here; `open` it with a value)."""
+        desk = ExchangeDesk(self.node_id, combine, self.journal, self._outbox, timeout_s=timeout_s,
+                            attempts=self.network.send_attempts)
+        self.on(kinds.PROPOSE, desk.on_propose, scheme="exchange", payload=False)
+        self.on(kinds.COMMIT, desk.on_commit, scheme="exchange", payload=True)
+        self.on(kinds.ABORT, desk.on_abort, scheme="exchange", payload=False)
+        self.on(kinds.STATUS, desk.answer_status, scheme="exchange", payload=False)
+        return desk
+
+    # --- verbs -------------------------------------------------------------------------------
+
+    async def deliver(self, to: int, message: Message, policy: DeliveryPolicy, budget_s: float, *,
+                      wait_for_peer: bool = False) -> Delivery:
+        """Deliver one message; the result says whether the receiver durably logged it."""
+        return await self._outbox.deliver(to, message, policy, budget_s, wait_for_peer=wait_for_peer)
+
+    async def broadcast(self, to: Sequence[int], message: Message, policy: DeliveryPolicy, budget_s: float, *,
+                        wait_for_peer: bool = False, on_fate: FateCallback | None = None) -> dict[int, Delivery]:
+        """Deliver one message to several peers at once; fates are reported as they are known."""
+        return await self._outbox.broadcast(to, message, policy, budget_s, wait_for_peer=wait_for_peer,
+                                            on_fate=on_fate)
+
+    async def call(self, to: int, message: Message, timeout_s: float) -> Message:
+        """A request and the peer's reply (raises node.transport.base.LinkError on failure)."""
+        return await self._outbox.call(to, message, timeout_s)
+
+    async def reachable(self, peer: int, timeout_s: float) -> bool:
+        """Whether the peer answers at all right now (a dead or cut-off peer does not)."""
+        return await self._outbox.reachable(peer, timeout_s)
+
+    async def wait_for_peers(self, peers: Sequence[int], timeout_s: float) -> set[int]:
+        """Wait until each peer is up (peers start at different times); return those that came up."""
+        answers = await asyncio.gather(*(self._outbox.reachable(peer, timeout_s, wait_for_peer=True)
+                                         for peer in peers))
+        return {peer for peer, up in zip(peers, answers) if up}

@@ -1,0 +1,106 @@
+"""One node id's lifecycle, the same for every protocol and every transport.
+
+The host opens the journal (header first), the receiver and the outbox, answers pings,
+builds the protocol's context and node (which registers its mailboxes), and when the
+protocol returns, logs the final output and writes `estimate.json`. `receiver` is what a
+transport hands incoming messages to; `link_for(peer)` opens the link to a peer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from netdp.v1 import viewlog_pb2
+from node.context import NodeNoise, ProtocolContext
+from node.delivery import PING, Outbox
+from node.journal import Journal
+from node.message import Message
+from node.noise import GaussianSampler
+from node.protocols.registry import protocol_spec
+from node.receiver import Receiver
+from node.topology import Topology
+from node.transport.base import PeerLink
+
+ESTIMATE_FILE = "estimate.json"
+StepHook = Callable[[int], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    node_id: int
+    estimate: np.ndarray
+    steps_completed: int
+
+
+class NodeHost:
+    """The state one node id owns for one run."""
+
+    def __init__(self, topology: Topology, node_id: int, value: np.ndarray, sampler: GaussianSampler,
+                 log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None) -> None:
+        if not 0 <= node_id < topology.n:
+            raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
+        self.topology = topology
+        self.node_id = node_id
+        self.log_dir = Path(log_dir)
+        spec = protocol_spec(topology.protocol.name)
+        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler))
+        self.receiver = Receiver(topology, node_id, self.journal)
+        self.receiver.register(PING, _pong, scheme="none", payload=False)
+        self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
+                             sender=node_id)
+        context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
+                                  NodeNoise(sampler, self.journal), on_step or _no_hook)
+        self._protocol = spec.start(context, np.asarray(value, dtype=np.float64))
+
+    async def run(self) -> NodeOutcome:
+        """Run the protocol to its end, then log the output and write the estimate."""
+        output = await self._protocol.run()
+        await self.journal.final_output(output.value, output.steps_completed)
+        self._write_estimate(output.value, output.steps_completed)
+        return NodeOutcome(self.node_id, output.value, output.steps_completed)
+
+    def _write_estimate(self, estimate: np.ndarray, steps_completed: int) -> None:
+        document = {
+            "run_id": self.topology.run_id,
+            "node_id": self.node_id,
+            "rounds_completed": steps_completed,
+            "value": [float(x) for x in estimate],
+        }
+        tmp = self.log_dir / (ESTIMATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(document) + "\n", encoding="utf-8")
+        tmp.replace(self.log_dir / ESTIMATE_FILE)
+
+    async def close(self) -> None:
+        await self.outbox.close()
+        self.journal.close()
+
+
+def _header(topology: Topology, node_id: int, sampler: GaussianSampler) -> viewlog_pb2.RunHeader:
+    params = topology.protocol
+    public = json.loads(topology.public_parameters_json())
+    public["sampler"] = {
+        "kind": sampler.kind,
+        "effective_sensitivity": sampler.effective_sensitivity(params.sensitivity, params.sigma),
+    }
+    return viewlog_pb2.RunHeader(
+        run_id=topology.run_id,
+        protocol=params.name,
+        node_id=node_id,
+        topology_digest=topology.digest,
+        public_parameters_json=json.dumps(public, sort_keys=True),
+        sampler_kind=sampler.kind,
+    )
+
+
+async def _pong(sender: int, message: Message) -> None:
+    """Pings are answered (with an empty acknowledgement) and not logged: they carry nothing."""
+    return None
+
+
+async def _no_hook(step: int) -> None:
+    return None

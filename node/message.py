@@ -1,0 +1,91 @@
+"""One message, whatever the protocol: its kind, its MessageId and an optional vector payload.
+
+The envelope on the wire and the records in the view log carry the same identifying fields
+(`round`, `sequence`, `exchange_id`, `token_id`, `hop`); `MessageId` reads and writes them
+in one place, so a message is recognised (and made idempotent) by the same key everywhere.
+Which fields a kind uses is its `IdScheme`: a field outside the scheme must stay unset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Literal, Protocol
+
+import numpy as np
+
+from netdp.v1 import peer_pb2
+from node.codec import pack
+
+GOSSIP = "gossip"  # the kind of a version-1 envelope, whose `kind` is empty
+
+IdScheme = Literal["round", "exchange", "hop", "sequence", "none"]
+SCHEME_FIELDS: dict[IdScheme, frozenset[str]] = {
+    "round": frozenset({"round"}),
+    "exchange": frozenset({"sequence", "exchange_id"}),
+    "hop": frozenset({"token_id", "hop"}),
+    "sequence": frozenset({"sequence"}),
+    "none": frozenset(),
+}
+
+
+class IdFields(Protocol):
+    """A protobuf message with the identifying fields (Envelope, MessageSent, MessageReceived, ...)."""
+
+    round: int
+    sequence: int
+    exchange_id: str
+    token_id: str
+    hop: int
+
+
+@dataclass(frozen=True, order=True)
+class MessageId:
+    """Where a message sits in its protocol: round | sequence + exchange id | token id + hop | sequence."""
+
+    round: int = 0
+    sequence: int = 0
+    exchange_id: str = ""
+    token_id: str = ""
+    hop: int = 0
+
+    @classmethod
+    def of(cls, source: IdFields) -> "MessageId":
+        """The id carried by an envelope or a log record."""
+        return cls(int(source.round), int(source.sequence), source.exchange_id, source.token_id, int(source.hop))
+
+    def fill(self, target: IdFields) -> None:
+        """Write the id into an envelope or a log record."""
+        for name in (f.name for f in fields(self)):
+            setattr(target, name, getattr(self, name))
+
+    def outside(self, scheme: IdScheme) -> list[str]:
+        """The fields this id sets that `scheme` does not use."""
+        allowed = SCHEME_FIELDS[scheme]
+        return [f.name for f in fields(self) if f.name not in allowed and getattr(self, f.name) != f.default]
+
+
+def kind_of(source: IdFields) -> str:
+    """A record's or envelope's kind; empty (a version-1 sender) means gossip."""
+    return getattr(source, "kind", "") or GOSSIP
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a protocol sends or receives: the payload is a float64 vector, empty for signals."""
+
+    kind: str
+    id: MessageId
+    payload: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def packed(self) -> tuple[bytes, tuple[int, ...]]:
+        return pack(self.payload)
+
+
+def to_wire(message: Message, *, run_id: str, protocol: str, sender: int, receiver: int
+            ) -> tuple[peer_pb2.Envelope, bytes]:
+    """The envelope and packed payload of a message from `sender` to `receiver`."""
+    data, shape = message.packed()
+    envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, receiver=receiver,
+                                 kind="" if message.kind == GOSSIP else message.kind, shape=shape)
+    message.id.fill(envelope)
+    return envelope, data

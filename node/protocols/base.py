@@ -1,0 +1,41 @@
+"""The contract between the node host and a protocol module.
+
+A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params model and
+`start(context, value)`, which registers the protocol's mailboxes (before the node serves
+anyone) and returns the object whose `run()` is the node's part of the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from node.context import ProtocolContext
+
+
+@dataclass(frozen=True)
+class NodeOutput:
+    """What a protocol hands back when its node is done: the output and the local steps it completed."""
+
+    value: np.ndarray
+    steps_completed: int
+
+
+class ProtocolNode(Protocol):
+    """A node's part of a protocol, ready to run once its mailboxes are registered."""
+
+    async def run(self) -> NodeOutput: ...
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """One protocol as the node host sees it."""
+
+    name: str
+    params: type[BaseModel]
+    start: Callable[["ProtocolContext", np.ndarray], ProtocolNode]

@@ -1,0 +1,55 @@
+"""The standard endpoints a generic gRPC client expects: health by service name, reflection v1 and v1alpha."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+
+from coordinator_tools.cluster.ports import free_loopback_ports
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from netdp.v1 import viewlog_pb2
+from node.journal import Journal
+from node.receiver import Receiver
+from node.topology import MuffliatoParams
+from node.transport.grpc_server import PEER_SERVICE, REFLECTION_V1_SERVICE, start_server, stop_server
+
+TOPOLOGY = build_topology(generate("ring", n=3), graph_name="ring", run_id="services",
+                          protocol=MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=2, dimension=1))
+
+
+def health_status(address: str, service: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        request = health_pb2.HealthCheckRequest(service=service)
+        return health_pb2_grpc.HealthStub(channel).Check(request, timeout=5.0).status
+
+
+def listed_services(address: str, reflection_service: str) -> list[str]:
+    with grpc.insecure_channel(address) as channel:
+        info = channel.stream_stream(
+            f"/{reflection_service}/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        (answer,) = list(info(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5.0))
+    return [service.name for service in answer.list_services_response.service]
+
+
+@pytest.mark.parametrize("reflection_service", ["grpc.reflection.v1alpha.ServerReflection", REFLECTION_V1_SERVICE])
+async def test_health_answers_for_the_peer_service_and_reflection_lists_it(tmp_path, reflection_service):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="services", node_id=0))
+    address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
+    server, health = await start_server(Receiver(TOPOLOGY, 0, journal), 0, address, credentials=None,
+                                        authenticate=None, chunk_bytes=TOPOLOGY.network.chunk_bytes)
+    try:
+        for service in ("", PEER_SERVICE):
+            assert await asyncio.to_thread(health_status, address, service) == health_pb2.HealthCheckResponse.SERVING
+        services = await asyncio.to_thread(listed_services, address, reflection_service)
+        assert PEER_SERVICE in services and reflection_service in services
+    finally:
+        await stop_server(server, health, 0)
+        journal.close()
