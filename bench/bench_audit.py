@@ -3,11 +3,13 @@
 Measured in one run, each product against the dense reference of the tests
 (`tests/accounting/reference.py`: dense W_t products, one message or one observer at a time):
 * paper column (Muffliato Thm 1) on the 2048-node hypercube, T = 19;
-* exact losses (float interval) on 256-node graphs (hypercube, Erdos-Renyi), T = T_stop.
+* exact losses (float interval) on 256-node graphs (hypercube, Erdos-Renyi), T = T_stop;
+* exact losses of randomized gossip (one simulated schedule) on a 64-node Erdos-Renyi graph.
 Seconds are wall clock without tracing; peak memory is a second, traced run of the product
 (tracemalloc sees numpy's buffers).
 
 Usage: .venv/bin/python bench/bench_audit.py [--paper-n 2048] [--paper-rounds 19] [--exact-n 256]
+       [--async-n 64] [--async-ticks 10]
 Writes bench/results/audit.json.
 """
 
@@ -26,12 +28,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the dense references live with the tests
 
+from coordinator_tools.audit.exact import view_geometry  # noqa: E402
 from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry  # noqa: E402
 from coordinator_tools.audit.protocols.muffliato.paper import message_sum  # noqa: E402
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript  # noqa: E402
+from coordinator_tools.audit.protocols.muffliato_async.accountant import linear_model  # noqa: E402
+from coordinator_tools.audit.protocols.muffliato_async.simulate import simulated_schedule  # noqa: E402
+from coordinator_tools.topology.build import build_topology  # noqa: E402
+from node.protocols.muffliato_async import MuffliatoAsyncParams  # noqa: E402
 from coordinator_tools.theory import muffliato_t_stop, worst_case_spread  # noqa: E402
 from coordinator_tools.topology import generators  # noqa: E402
-from tests.accounting.reference import dense_geometry, dense_paper_sum, topology_from_graph  # noqa: E402
+from tests.accounting.reference import (  # noqa: E402
+    dense_async_geometry,
+    dense_geometry,
+    dense_paper_sum,
+    topology_from_graph,
+)
 
 RESULTS = ROOT / "bench" / "results"
 MIB = 1024.0 * 1024.0
@@ -77,11 +89,20 @@ def transcript_for(graph_name: str, n: int, rounds: int | None) -> Transcript:
     return planned_transcript(topology, rounds=rounds, accelerated=True)
 
 
+def async_topology(n: int, ticks: int):
+    """A randomized Muffliato topology on an Erdos-Renyi graph, `ticks` ticks per node."""
+    params = MuffliatoAsyncParams(sigma=1.0, sensitivity=1.0, alpha=2.0, dimension=1, exchanges=ticks)
+    return build_topology(generators.erdos_renyi(n, seed=1), graph_name="erdos_renyi", run_id="bench",
+                          protocol=params)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--paper-n", type=int, default=2048, help="hypercube size for the paper column")
     parser.add_argument("--paper-rounds", type=int, default=19, help="rounds T for the paper column")
     parser.add_argument("--exact-n", type=int, default=256, help="graph size for the exact losses")
+    parser.add_argument("--async-n", type=int, default=64, help="graph size for randomized gossip")
+    parser.add_argument("--async-ticks", type=int, default=10, help="ticks per node of randomized gossip")
     options = parser.parse_args()
 
     results: dict[str, object] = {}
@@ -101,6 +122,15 @@ def main() -> None:
             **compare(f"exact losses, {graph_name} n={exact.n}, T={exact.rounds}",
                       lambda: transcript_geometry(exact, method="float").lower, lambda: dense_geometry(exact)),
         }  # fmt: skip
+    schedule = simulated_schedule(async_topology(options.async_n, options.async_ticks), np.random.default_rng(0))
+    exchanges = [(e.initiator, e.responder, True, True) for e in schedule.exchanges]
+    views = [list(view) for view in schedule.received]
+    results["exact_async_erdos_renyi"] = {
+        "n": schedule.n, "exchanges": len(exchanges),
+        **compare(f"exact losses, randomized gossip, erdos_renyi n={schedule.n}, {len(exchanges)} exchanges",
+                  lambda: view_geometry(linear_model(schedule), method="float").lower,
+                  lambda: dense_async_geometry(schedule.n, exchanges, views)),
+    }  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "audit.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS / 'audit.json'}")

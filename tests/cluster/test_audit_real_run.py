@@ -15,7 +15,8 @@ pytestmark = pytest.mark.cluster
 
 
 def transcript_from_logs(rundir, topology) -> Transcript:
-    """An independent rebuild: a round a node completed uses every neighbour it did not log as dropped."""
+    """An independent rebuild: a round a node completed uses every neighbour it did not log as dropped;
+    a node's view is what it received, plus late values it refused but that reached it."""
     used, received = [], []
     for v in range(topology.n):
         log = read_log(node_log_dir(rundir, v) / VIEW_LOG_NAME)
@@ -26,7 +27,9 @@ def transcript_from_logs(rundir, topology) -> Transcript:
         completed = max((t + 1 for t in rounds if rounds[: t + 1] == list(range(t + 1))), default=0)
         used.append(tuple(frozenset(w for w in topology.neighbours[v] if (w, t) not in dropped)
                           for t in range(completed)))
-        received.append(tuple((r.peer, r.round) for r in log.of_kind("received")))
+        # A value refused because its round had closed still reached the node: it is in the view.
+        late = [(r.claimed_sender, r.round) for r in log.of_kind("rejected") if r.HasField("payload")]
+        received.append(tuple((r.peer, r.round) for r in log.of_kind("received")) + tuple(late))
     return Transcript(topology=topology, rounds=topology.protocol.rounds,
                       accelerated=topology.protocol.accelerated, used=tuple(used), received=tuple(received))
 
