@@ -79,9 +79,9 @@ class ProtocolContext:
         """Take incoming messages of `kind` with `handler` (validated first, like every message)."""
         self._receiver.register(kind, handler, scheme=scheme, payload=payload)
 
-    def round_barrier(self, kind: str = GOSSIP) -> RoundBarrier:
-        """A per-neighbourhood round barrier fed by messages of `kind`."""
-        barrier = RoundBarrier(self.neighbours(), self.journal)
+    def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
+        """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's graph."""
+        barrier = RoundBarrier(lambda round_index: self.neighbours(round_index // rounds_per_step), self.journal)
         self.on(kind, barrier.handle, scheme="round", payload=True)
         return barrier
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class NodeOutcome:
 class NodeHost:
     """The state one node id owns for one run."""
 
-    def __init__(self, topology: Topology, node_id: int, value: np.ndarray, sampler: GaussianSampler,
+    def __init__(self, topology: Topology, node_id: int, private_data: Any, sampler: GaussianSampler,
                  log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None) -> None:
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
@@ -55,7 +56,7 @@ class NodeHost:
                              sender=node_id)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
                                   NodeNoise(sampler, self.journal), on_step or _no_hook)
-        self._protocol = spec.start(context, np.asarray(value, dtype=np.float64))
+        self._protocol = spec.start(context, private_data)
 
     async def run(self) -> NodeOutcome:
         """Run the protocol to its end, then log the output and write the estimate."""

@@ -113,6 +113,15 @@ class Journal:
             record.payload.CopyFrom(to_tensor(payload))
         await self.write(viewlog_pb2.Record(rejected=record))
 
+    async def refused_reply(self, peer: int, reply: Message, detail: str) -> None:
+        """A reply the protocol did not take: it reached the node, so it stays in the view with its payload."""
+        record = viewlog_pb2.Rejected(claimed_sender=peer, status_code="INVALID_ARGUMENT", detail=detail[:500],
+                                      kind=reply.kind)
+        reply.id.fill(record)
+        if reply.payload.size:
+            record.payload.CopyFrom(to_tensor(reply.payload))
+        await self.write(viewlog_pb2.Record(rejected=record))
+
     async def final_output(self, value: np.ndarray, steps_completed: int) -> None:
         record = viewlog_pb2.FinalOutput(value=to_tensor(value), rounds_completed=steps_completed)
         await self.write(viewlog_pb2.Record(final_output=record))

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node import security
-from node.data import load_vector
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import SamplerKind, make_sampler
+from node.protocols.registry import protocol_spec
 from node.topology import Topology
 from node.transport.grpc_link import GrpcPeerLink
 from node.transport.grpc_server import ReplyLoss, start_server, stop_server
@@ -46,7 +46,7 @@ class NodeConfig:
 async def run_node(config: NodeConfig) -> NodeOutcome:
     """Run one node to completion over gRPC."""
     topology = config.topology
-    value = load_vector(config.data_path, topology.protocol.dimension)
+    private_data = protocol_spec(topology.protocol.name).load(config.data_path, topology.protocol)
     tls = security.load_tls(config.tls_dir, expected_id=config.node_id) if config.tls_dir else None
 
     def link_for(peer: int) -> GrpcPeerLink:
@@ -57,7 +57,7 @@ async def run_node(config: NodeConfig) -> NodeOutcome:
             options=security.channel_options(peer) if tls else (),
         )
 
-    host = NodeHost(topology, config.node_id, value, make_sampler(config.sampler, config.simulation_seed),
+    host = NodeHost(topology, config.node_id, private_data, make_sampler(config.sampler, config.simulation_seed),
                     config.log_dir, link_for, on_step=_kill_switch(config.kill_at_step))
     server, health = await start_server(
         host.receiver,

@@ -31,17 +31,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from node.mixing import edge_weights, metropolis_weight
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
+from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.schema import load_model, save_model
 
 Weighting = Literal["metropolis", "min_degree", "explicit"]
 # The protocol block of a topology: one Params model per protocol, chosen by its `name`.
-ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams, Field(discriminator="name")]
+ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams, Field(discriminator="name")]
 GraphShape = Literal["undirected", "directed", "erdos_renyi"]
 # The graph shapes each protocol runs on, checked when a topology is loaded, so that a
 # protocol never starts on a graph it cannot use. Every protocol of the union has an entry.
 PROTOCOL_GRAPHS: dict[str, frozenset[GraphShape]] = {
     "muffliato": frozenset({"undirected"}),
     "muffliato-async": frozenset({"undirected"}),
+    "muffliato-gd": frozenset({"undirected", "erdos_renyi"}),
 }
 FORMAT_VERSION = 1
 ROW_SUM_TOLERANCE = 1e-9
@@ -206,6 +208,9 @@ class Topology(BaseModel):
         if self.graph_shape not in shapes:
             raise ValueError(f"protocol {self.protocol.name!r} runs on {' or '.join(sorted(shapes))} graphs; "
                              f"this graph is {self.graph_shape.replace('_', '-')}")
+        if getattr(self.protocol, "accelerated", False) and self.spectral_gap is None:
+            raise ValueError("Chebyshev acceleration needs the spectral gap of a fixed undirected graph; "
+                             "use plain gossip (--plain) with a graph drawn per step")
         return self
 
     @property

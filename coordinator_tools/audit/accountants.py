@@ -14,7 +14,7 @@ The invariants between the columns are checked by `checks`, not here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Required, TypedDict
 
 import numpy as np
 
@@ -33,6 +33,21 @@ from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.views import observer_views
 
 AttackPairs = Literal["all"] | Sequence[attack.Pair] | None
+
+
+class AccountingOptions(TypedDict, total=False):
+    """What every protocol's `account(run, **options)` takes beside the run: `account_model`'s keywords."""
+
+    sigma: Required[float]
+    sensitivity: Required[float]
+    alpha: Required[float]
+    delta: Required[float]
+    threat_model: ThreatModel
+    conversion: Conversion
+    attack_pairs: AttackPairs
+    attack_runs: int
+    rng_seed: int | None
+    exact_method: Method
 
 
 def account_model(

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from coordinator_tools.datasets import node_data_file
-from node.data import load_vector
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
+from node.protocols.registry import protocol_spec
 from node.security import CA_FILE, CERT_FILE, KEY_FILE
 from node.topology import Topology, load_topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
@@ -165,11 +165,10 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
                 lacks = "no certificate folder" if not folder.is_dir() else f"no {missing[0]} in {folder}"
                 raise ConfigError(f"{options.certs_dir} has {lacks} for node {v}; "
                                   "make the certificates of this topology with `netdp certs TOPOLOGY --out DIR`")
-    dimension = getattr(topology.protocol, "dimension", None)
     data_files = {v: node_data_file(data_dir, v) for v in range(topology.n)}
-    if dimension is not None:
-        for path in data_files.values():
-            load_vector(path, dimension)
+    load = protocol_spec(topology.protocol.name).load
+    for path in data_files.values():
+        load(path, topology.protocol)
     return data_files
 
 

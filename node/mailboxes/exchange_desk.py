@@ -111,7 +111,9 @@ class ExchangeDesk:
                 self.declined += 1
                 return "declined"
             if reply.kind != ACCEPT or reply.id.exchange_id != exchange_id or reply.payload.size != self.value.size:
-                return await self._abort(peer, message_id, f"unexpected answer {reply.kind!r}")
+                reason = f"unexpected answer {reply.kind!r} for exchange {reply.id.exchange_id!r}"
+                await self._journal.refused_reply(peer, reply, reason)
+                return await self._abort(peer, message_id, reason)
             before_value = self.value
             after = self._combine(before_value, reply.payload)
             await self._journal.write(

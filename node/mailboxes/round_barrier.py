@@ -52,10 +52,11 @@ class NeighbourFates:
 
 
 class RoundBarrier:
-    """Values received per round from a fixed set of neighbours."""
+    """Values received per round from that round's neighbours (fixed, or those of the round's step graph)."""
 
-    def __init__(self, neighbours: tuple[int, ...], journal: Journal, *, window: int = 1) -> None:
-        self._neighbours = neighbours
+    def __init__(self, neighbours_of_round: Callable[[int], tuple[int, ...]], journal: Journal, *,
+                 window: int = 1) -> None:
+        self._neighbours_of_round = neighbours_of_round
         self._journal = journal
         self._window = window
         self._open_round = 0
@@ -83,6 +84,8 @@ class RoundBarrier:
                               f"and node {sender} was dropped from it")
             if round_index > self._open_round + self._window:
                 raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
+            if sender not in self._neighbours_of_round(round_index):
+                raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}")
             await self._journal.received(sender, Message(GOSSIP, MessageId(round=round_index), value))
             self._values[round_index][sender] = value
             self._changed.notify_all()
@@ -134,10 +137,11 @@ class RoundBarrier:
     async def _close_round(self, round_index: int, deadline_s: float, patience_s: float, fates: NeighbourFates,
                            started: float) -> dict[int, np.ndarray]:
         loop = asyncio.get_running_loop()
+        neighbours = self._neighbours_of_round(round_index)
         async with self._changed:
             while True:
-                cut_off = fates.unreachable.issuperset(self._neighbours)
-                awaited = {peer for peer in self._neighbours if peer not in self._values[round_index]
+                cut_off = fates.unreachable.issuperset(neighbours)
+                awaited = {peer for peer in neighbours if peer not in self._values[round_index]
                            and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
                 elapsed = loop.time() - started
                 if not awaited or elapsed >= patience_s:
@@ -156,7 +160,7 @@ class RoundBarrier:
             self._used.update((sender, round_index) for sender in values)
             self._open_round = round_index + 1
             waited = loop.time() - started
-            for peer in self._neighbours:
+            for peer in neighbours:
                 if peer not in values:
                     await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values

@@ -1,18 +1,23 @@
 """The contract between the node host and a protocol module.
 
-A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params model and
-`start(context, value)`, which registers the protocol's mailboxes (before the node serves
-anyone) and returns the object whose `run()` is the node's part of the protocol.
+A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params model,
+`load(path, params)`, which reads and checks the node's private data file (a vector for the
+averaging protocols, a local dataset for the learning ones), and `start(context, data)`,
+which registers the protocol's mailboxes (before the node serves anyone) and returns the
+object whose `run()` is the node's part of the protocol.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel
+
+from node.data import load_vector
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
@@ -32,10 +37,16 @@ class ProtocolNode(Protocol):
     async def run(self) -> NodeOutput: ...
 
 
+def load_private_vector(path: Path, params: Any) -> np.ndarray:
+    """The private vector of the averaging protocols, of the published dimension."""
+    return load_vector(path, params.dimension)
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     """One protocol as the node host sees it."""
 
     name: str
     params: type[BaseModel]
-    start: Callable[["ProtocolContext", np.ndarray], ProtocolNode]
+    start: Callable[["ProtocolContext", Any], ProtocolNode]
+    load: Callable[[Path, Any], Any] = load_private_vector

@@ -39,7 +39,7 @@ from node.refusal import Refusal
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
-    from node.topology import NetworkParams
+    from node.topology import NetworkParams, Topology
 
 PROTOCOL_NAME = "muffliato-async"
 NOISE_PURPOSE = "muffliato_init"
@@ -71,6 +71,16 @@ class MuffliatoAsyncParams(NoisyVectorParams):
         if (self.exchanges is None) == (self.duration_s is None):
             raise ValueError("give exactly one of 'exchanges' (ticks per node) and 'duration_s'")
         return self
+
+
+def activation(topology: Topology, node: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """A node's neighbours and the probability of picking each on a tick; the planner draws schedules with it too."""
+    neighbours = topology.neighbours[node]
+    if topology.protocol.activation == "uniform":
+        return neighbours, np.full(len(neighbours), 1.0 / len(neighbours))
+    row = topology.weight_row(node)
+    weights = np.array([row[peer] for peer in neighbours])
+    return neighbours, weights / weights.sum()
 
 
 def average(own: np.ndarray, peer: np.ndarray) -> np.ndarray:
@@ -107,7 +117,7 @@ class MuffliatoAsyncNode:
         """Run the node's Poisson clock until its stopping rule; return the ticks made."""
         params = self._context.params
         rng = np.random.default_rng()  # the schedule is public: it needs no secret randomness
-        neighbours, weights = self._activation()
+        neighbours, weights = activation(self._context.topology, self._context.node_id)
         stop_at = None if params.duration_s is None else time.monotonic() + params.duration_s
         ticks = 0
         while stop_at is None and ticks < params.exchanges or stop_at is not None and time.monotonic() < stop_at:
@@ -121,16 +131,6 @@ class MuffliatoAsyncNode:
             await self._desk.initiate(peer, before=started)
             ticks += 1
         return ticks
-
-    def _activation(self) -> tuple[list[int], np.ndarray]:
-        """Neighbours and the probability of picking each on a tick."""
-        context = self._context
-        neighbours = list(context.neighbours())
-        if context.params.activation == "uniform":
-            return neighbours, np.full(len(neighbours), 1.0 / len(neighbours))
-        row = context.topology.weight_row(context.node_id)
-        weights = np.array([row[peer] for peer in neighbours])
-        return neighbours, weights / weights.sum()
 
     async def _on_done(self, sender: int, message: Message) -> None:
         if sender in self._finished:

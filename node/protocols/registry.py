@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from node.errors import ConfigError
-from node.protocols import muffliato, muffliato_async
+from node.protocols import muffliato, muffliato_async, muffliato_gd
 from node.protocols.base import ProtocolSpec
 
-PROTOCOLS: dict[str, ProtocolSpec] = {spec.name: spec for spec in (muffliato.SPEC, muffliato_async.SPEC)}
+PROTOCOLS: dict[str, ProtocolSpec] = {spec.name: spec for spec in (muffliato.SPEC, muffliato_async.SPEC, muffliato_gd.SPEC)}
 
 
 def protocol_spec(name: str) -> ProtocolSpec:

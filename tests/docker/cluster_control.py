@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -70,14 +71,17 @@ class ComposeCluster:
         return node_log_dir(self.rundir, node)
 
 
-def make_compose_cluster(root: Path, image: str, *, run_id: str, rounds: int, sigma: float,
+def make_compose_cluster(root: Path, image: str, *, run_id: str, sigma: float, protocol: Sequence[str],
                          round_deadline_s: float = NetworkParams().round_deadline_s) -> ComposeCluster:
-    """An 8-node hypercube with data, mTLS certificates and a compose file, made with the `netdp` CLI."""
+    """An 8-node hypercube with data, mTLS certificates and a compose file, made with the `netdp` CLI.
+
+    `protocol` is the `--protocol NAME` and its options, as a user types them.
+    """
     topology_file = root / "topology.json"
     steps = [
         ["topology", "generate", "hypercube", "--n", str(NODES), "--out", str(topology_file), "--run-id", run_id,
-         "--sigma", str(sigma), "--rounds", str(rounds), "--dimension", str(DIMENSION),
-         "--round-deadline", str(round_deadline_s)],
+         "--sigma", str(sigma), "--dimension", str(DIMENSION), "--round-deadline", str(round_deadline_s),
+         *protocol],
         ["data", "generate", str(topology_file), "--out", str(root / "data"), "--seed", str(DATA_SEED)],
         ["certs", str(topology_file), "--out", str(root / "certs")],
         ["compose", str(topology_file), "--data", str(root / "data"), "--out", str(root / "cluster"),

@@ -45,7 +45,8 @@ def node_image() -> str:
 def compose_cluster(node_image: str, tmp_path_factory: pytest.TempPathFactory) -> ComposeCluster:
     """The baseline: an 8-node hypercube with mTLS certificates and a compose file, made with the `netdp` CLI."""
     root = tmp_path_factory.mktemp("compose-cluster")
-    return make_compose_cluster(root, node_image, run_id="docker-test", rounds=ROUNDS, sigma=SIGMA)
+    return make_compose_cluster(root, node_image, run_id="docker-test", sigma=SIGMA,
+                                protocol=("--protocol", "muffliato", "--rounds", str(ROUNDS)))
 
 
 @pytest.fixture(scope="session")

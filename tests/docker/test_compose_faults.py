@@ -72,7 +72,8 @@ EXIT_ERROR = 2  # node.cli: a NetdpError, here the refusal to rejoin
 def cluster_run(node_image: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ComposeRun]:
     """A fresh cluster in this test's folder, as its own compose project (not started); torn down after."""
     scenario = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
-    cluster = make_compose_cluster(tmp_path, node_image, run_id=scenario, rounds=ROUNDS, sigma=SIGMA,
+    cluster = make_compose_cluster(tmp_path, node_image, run_id=scenario, sigma=SIGMA,
+                                   protocol=("--protocol", "muffliato", "--rounds", str(ROUNDS)),
                                    round_deadline_s=ROUND_DEADLINE_S)
     with ComposeRun(cluster, f"netdp-{scenario}-{os.getpid()}") as run:
         yield run

@@ -12,7 +12,8 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.journal import Journal
-from node.mailboxes.exchange_desk import ACCEPT, COMMIT, DECLINE, PROPOSE, ExchangeDesk
+from node.codec import from_tensor
+from node.mailboxes.exchange_desk import ABORT, ACCEPT, COMMIT, DECLINE, PROPOSE, ExchangeDesk
 from node.message import Message, MessageId
 from node.noise import SimulationSampler
 from node.protocols.muffliato_async import MuffliatoAsyncParams, average
@@ -69,6 +70,35 @@ async def test_a_responder_in_doubt_aborts_when_the_initiator_cannot_be_reached(
     assert phases == ["accepted", "aborted"]
     with pytest.raises(Refusal):  # a late commit of the aborted exchange is refused, not applied
         await desk.on_commit(0, Message(COMMIT, MessageId(sequence=1, exchange_id="0-1"), np.zeros(2)))
+
+
+class WrongAnswerOutbox:
+    """A peer that answers a proposal with another exchange's value; takes the initiator's abort."""
+
+    def __init__(self) -> None:
+        self.delivered: list[Message] = []
+
+    async def call(self, peer: int, message: Message, timeout_s: float, **options: object) -> Message:
+        return Message(ACCEPT, MessageId(sequence=7, exchange_id="9-9"), np.array([5.0, 6.0]))
+
+    async def deliver(self, peer: int, message: Message, *args: object, **options: object) -> None:
+        self.delivered.append(message)
+
+
+async def test_an_answer_the_initiator_refuses_stays_in_its_view_and_aborts(tmp_path):
+    """The refused reply's payload reached the node: it is logged (auditors count it), nothing is applied."""
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=1))
+    outbox = WrongAnswerOutbox()
+    desk = ExchangeDesk(1, average, journal, outbox, timeout_s=0.01, attempts=2)
+    desk.open(np.array([2.0, 4.0]))
+    assert await desk.initiate(0) == "aborted"
+    journal.close()
+    log = read_log(tmp_path / VIEW_LOG_NAME)
+    (refused,) = log.of_kind("rejected")
+    assert (refused.claimed_sender, refused.kind, refused.exchange_id) == (0, ACCEPT, "9-9")
+    assert np.array_equal(from_tensor(refused.payload), [5.0, 6.0])
+    assert [event.phase for event in log.of_kind("exchange")] == ["proposed", "aborted"]
+    assert np.array_equal(desk.value, [2.0, 4.0]) and [m.kind for m in outbox.delivered] == [ABORT]
 
 
 def test_in_process_exchanges_conserve_the_sum_exactly(tmp_path):

@@ -13,7 +13,7 @@ from coordinator_tools.topology.generators import generate
 from node.schema import describe_validation_error
 from node.topology import PROTOCOL_GRAPHS, MuffliatoParams, ProtocolParams, Topology, erdos_renyi_edges
 
-PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=4, dimension=1)
+PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=4, dimension=1, accelerated=False)
 ER = {"schedule": {"kind": "erdos_renyi", "p": 0.3, "seed": 11}}
 
 
@@ -229,3 +229,9 @@ def test_bad_transitions_are_one_line_errors(transitions: list[dict], expected: 
     topology = build_topology(generate("ring", n=4), graph_name="r", run_id="r", protocol=PROTOCOL)
     message = refusal({**topology.model_dump(), "transitions": transitions})
     assert expected in message and "\n" not in message
+
+
+@pytest.mark.usefixtures("any_graph")
+def test_chebyshev_acceleration_is_refused_without_a_fixed_graphs_spectral_gap() -> None:
+    accelerated = {**raw(10, **ER), "protocol": {**PROTOCOL.model_dump(), "accelerated": True}}
+    assert "spectral gap" in refusal(accelerated)

@@ -16,7 +16,7 @@ from node.codec import from_tensor
 from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.journal import Journal
 from node.noise import SecureGaussianSampler, SimulationSampler
-from node.protocols.muffliato import mix
+from node.protocols.gossip import mix
 from node.refusal import Refusal
 from node.topology import MuffliatoParams, NetworkParams
 from node.transport.inprocess import run_inprocess
@@ -55,7 +55,7 @@ def test_generated_stubs_match_the_proto_files(tmp_path):
 
 async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
-    inbox = RoundBarrier((1, 2), journal)
+    inbox = RoundBarrier(lambda round_index: (1, 2), journal)
     await inbox.deliver(1, 0, np.ones(2))
     await inbox.deliver(1, 1, np.ones(2))  # one round ahead is fine
     with pytest.raises(Refusal) as far:
@@ -81,7 +81,7 @@ async def test_round_inbox_refuses_closed_far_and_duplicate_rounds(tmp_path):
                          ids=["unreachable", "moved-on"])
 async def test_a_neighbour_whose_value_cannot_come_is_dropped_without_waiting_for_the_deadline(tmp_path, fates):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
-    inbox = RoundBarrier((1, 2), journal)
+    inbox = RoundBarrier(lambda round_index: (1, 2), journal)
     await inbox.deliver(1, 0, np.ones(2))
     values = await asyncio.wait_for(inbox.collect(0, 3600.0, patience_s=3600.0, fates=fates), timeout=10.0)
     assert set(values) == {1}
@@ -92,7 +92,7 @@ async def test_a_neighbour_whose_value_cannot_come_is_dropped_without_waiting_fo
 
 async def test_a_node_that_reaches_no_neighbour_still_waits_the_deadline(tmp_path):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
-    inbox = RoundBarrier((1, 2), journal)
+    inbox = RoundBarrier(lambda round_index: (1, 2), journal)
     await inbox.collect(0, 0.3, patience_s=3600.0, fates=NeighbourFates(unreachable={1, 2}))
     journal.close()
     drops = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
@@ -102,7 +102,7 @@ async def test_a_node_that_reaches_no_neighbour_still_waits_the_deadline(tmp_pat
 
 async def test_a_neighbour_that_acknowledged_is_waited_for_past_the_deadline(tmp_path):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
-    inbox = RoundBarrier((1,), journal)
+    inbox = RoundBarrier(lambda round_index: (1,), journal)
     collecting = asyncio.create_task(
         inbox.collect(0, 0.01, patience_s=3600.0, fates=NeighbourFates(alive={1})))
     await asyncio.sleep(0.2)  # well past the deadline: an unconfirmed neighbour would be dropped by now

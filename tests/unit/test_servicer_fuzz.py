@@ -287,7 +287,7 @@ async def live_node(log_dir: Path, identity: int | None,
     """
     journal = journal_class(log_dir, viewlog_pb2.RunHeader(run_id=RUN_ID, protocol=PROTOCOL, node_id=NODE))
     receiver = Receiver(TOPOLOGY, NODE, journal)
-    inbox = RoundBarrier(TOPOLOGY.neighbours[NODE], journal)
+    inbox = RoundBarrier(lambda round_index: TOPOLOGY.neighbours[NODE], journal)
     receiver.register(GOSSIP_KIND, inbox.handle, scheme="round", payload=True)
     await inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
     await inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Unpack
 
-from coordinator_tools.audit import attack
-from coordinator_tools.audit.accountants import AttackPairs
+from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
-from coordinator_tools.audit.conversion import Conversion
-from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
@@ -70,20 +68,7 @@ class ProtocolAuditor(ABC):
         """The realized transcript; inferences and inconsistencies are appended to `findings`."""
 
     @abstractmethod
-    def account(
-        self,
-        run: Any,
-        *,
-        sigma: float,
-        sensitivity: float,
-        alpha: float,
-        delta: float,
-        threat_model: ThreatModel = ThreatModel(),
-        conversion: Conversion = "tight",
-        attack_pairs: AttackPairs = None,
-        attack_runs: int = attack.DEFAULT_RUNS,
-        rng_seed: int | None = None,
-    ) -> PairwiseLosses:
+    def account(self, run: Any, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         """Every column for every pair of `run` (this protocol's realized run)."""
 
     @abstractmethod

@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
@@ -60,7 +61,7 @@ class MuffliatoAuditor(ProtocolAuditor):
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
         return rebuild_transcript(topology, logs, findings)
 
-    def account(self, run: Transcript, **options: Any) -> PairwiseLosses:
+    def account(self, run: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         return account(run, **options)
 
     def checks(self, replay: Replay) -> list[Check]:

@@ -8,12 +8,12 @@ runs alike (both are Transcripts).
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import numpy as np
 from flint import fmpq_mat
 
-from coordinator_tools.audit import attack
-from coordinator_tools.audit.accountants import AttackPairs, account_model
-from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.exact import Method, ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
@@ -52,26 +52,10 @@ def transcript_geometry(
     return view_geometry(linear_model(transcript), threat_model, method=method)
 
 
-def account(
-    transcript: Transcript,
-    *,
-    sigma: float,
-    sensitivity: float,
-    alpha: float,
-    delta: float,
-    threat_model: ThreatModel = ThreatModel(),
-    conversion: Conversion = "tight",
-    attack_pairs: AttackPairs = None,
-    attack_runs: int = attack.DEFAULT_RUNS,
-    rng_seed: int | None = None,
-    exact_method: Method = "auto",
-) -> PairwiseLosses:
-    """All pairwise losses of the run in `transcript` at noise σ, sensitivity Δ, order α, δ."""
-    return account_model(
-        linear_model(transcript), message_sum(transcript, threat_model), sigma=sigma, sensitivity=sensitivity,
-        alpha=alpha, delta=delta, threat_model=threat_model, conversion=conversion, attack_pairs=attack_pairs,
-        attack_runs=attack_runs, rng_seed=rng_seed, exact_method=exact_method,
-    )  # fmt: skip
+def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+    """All pairwise losses of the run in `transcript` at the noise, sensitivity, order and δ of `options`."""
+    threat_model = options.get("threat_model", ThreatModel())
+    return account_model(linear_model(transcript), message_sum(transcript, threat_model), **options)
 
 
 def _rational_rows(transcript: Transcript, messages: list[Message]) -> fmpq_mat:

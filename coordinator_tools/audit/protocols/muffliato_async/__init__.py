@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
@@ -48,7 +49,7 @@ class MuffliatoAsyncAuditor(ProtocolAuditor):
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> ExchangeSchedule:
         return rebuild_schedule(topology, logs, findings)
 
-    def account(self, run: ExchangeSchedule, **options: Any) -> PairwiseLosses:
+    def account(self, run: ExchangeSchedule, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         return account(run, **options)
 
     def checks(self, replay: Replay) -> list[Check]:

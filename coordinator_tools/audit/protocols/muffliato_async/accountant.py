@@ -9,14 +9,13 @@ The paper column is Muffliato Thm 1 with those realized W_t (Cor. 1 / Thm 4 sett
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from coordinator_tools.audit import attack
-from coordinator_tools.audit.accountants import AttackPairs, account_model
-from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
-from coordinator_tools.audit.exact import Method
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.paper import message_share_sum
 from coordinator_tools.audit.protocols.muffliato_async.schedule import ExchangeSchedule, ValueRef, walk
@@ -51,24 +50,8 @@ def message_rows(schedule: ExchangeSchedule, messages: list[ValueRef], initial: 
     return rows
 
 
-def account(
-    schedule: ExchangeSchedule,
-    *,
-    sigma: float,
-    sensitivity: float,
-    alpha: float,
-    delta: float,
-    threat_model: ThreatModel = ThreatModel(),
-    conversion: Conversion = "tight",
-    attack_pairs: AttackPairs = None,
-    attack_runs: int = attack.DEFAULT_RUNS,
-    rng_seed: int | None = None,
-    exact_method: Method = "auto",
-) -> PairwiseLosses:
-    """All pairwise losses of the run in `schedule` at noise σ, sensitivity Δ, order α, δ."""
+def account(schedule: ExchangeSchedule, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+    """All pairwise losses of the run in `schedule` at the noise, sensitivity, order and δ of `options`."""
     model = linear_model(schedule)
-    return account_model(
-        model, message_share_sum(model, threat_model), sigma=sigma, sensitivity=sensitivity, alpha=alpha,
-        delta=delta, threat_model=threat_model, conversion=conversion, attack_pairs=attack_pairs,
-        attack_runs=attack_runs, rng_seed=rng_seed, exact_method=exact_method, notes=[PAPER_NOTE],
-    )  # fmt: skip
+    share_sum = message_share_sum(model, options.get("threat_model", ThreatModel()))
+    return account_model(model, share_sum, notes=[PAPER_NOTE], **options)

@@ -29,21 +29,11 @@ from coordinator_tools.audit.paper import message_share_sum
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, smallest_sigma, summarize
 from coordinator_tools.audit.protocols.muffliato_async.accountant import PAPER_NOTE, linear_model
 from coordinator_tools.audit.protocols.muffliato_async.schedule import Exchange, ExchangeSchedule
-from node.protocols.muffliato_async import PROTOCOL_NAME, MuffliatoAsyncParams
+from node.protocols.muffliato_async import PROTOCOL_NAME, MuffliatoAsyncParams, activation
 from node.topology import Topology
 
 DEFAULT_SCHEDULES = 20
 DEFAULT_SEED = 0
-
-
-def activation(topology: Topology, node: int) -> tuple[tuple[int, ...], np.ndarray]:
-    """A node's neighbours and the probability of picking each on a tick (as the node does)."""
-    neighbours = topology.neighbours[node]
-    if topology.protocol.activation == "uniform":
-        return neighbours, np.full(len(neighbours), 1.0 / len(neighbours))
-    row = topology.weight_row(node)
-    weights = np.array([row[peer] for peer in neighbours])
-    return neighbours, weights / weights.sum()
 
 
 def simulated_schedule(topology: Topology, rng: np.random.Generator) -> ExchangeSchedule:

@@ -1,0 +1,66 @@
+"""Local losses of the learning protocols: per-example gradients, clipped, averaged.
+
+A node's step gradient is the mean of its examples' gradients, each clipped to norm C
+first, so that replacing one of b examples moves it by at most 2C/b and replacing the
+whole local dataset by at most 2C: the sensitivity the noise is calibrated to. The L2
+regulariser's gradient λθ depends on no data and is added after clipping. Labels are
+±1 for classification (logistic loss) and real targets for least squares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Task = Literal["logistic", "least_squares"]
+
+
+@dataclass(frozen=True)
+class StepGradient:
+    """One step's gradient and how many of its examples were clipped."""
+
+    value: np.ndarray
+    clipped: int
+
+
+def example_gradients(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """∇ℓ(θ; x_i, y_i) for every example (rows), unclipped and unregularised."""
+    margins = x @ theta
+    if task == "least_squares":
+        return (margins - y)[:, None] * x
+    # logistic loss log(1 + exp(−y⟨θ, x⟩)): gradient −y x σ(−y⟨θ, x⟩), computed without overflow
+    return (-y * _sigmoid(-y * margins))[:, None] * x
+
+
+def clipped_gradient(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, *, clip: float,
+                     regularization: float = 0.0) -> StepGradient:
+    """Mean of the per-example gradients clipped to norm `clip`, plus the regulariser's λθ."""
+    gradients = example_gradients(task, theta, x, y)
+    norms = np.linalg.norm(gradients, axis=1)
+    scale = np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))
+    mean = (gradients * scale[:, None]).mean(axis=0)
+    return StepGradient(mean + regularization * theta, int(np.count_nonzero(norms > clip)))
+
+
+def loss(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, regularization: float = 0.0) -> float:
+    """The mean loss over the examples, with the L2 term λ‖θ‖²/2."""
+    margins = x @ theta
+    if task == "least_squares":
+        data = 0.5 * float(np.mean((margins - y) ** 2))
+    else:
+        data = float(np.mean(np.logaddexp(0.0, -y * margins)))
+    return data + 0.5 * regularization * float(theta @ theta)
+
+
+def metric(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """What a user reads a model by: accuracy for classification, mean squared error for regression."""
+    predictions = x @ theta
+    if task == "least_squares":
+        return float(np.mean((predictions - y) ** 2))
+    return float(np.mean(np.where(predictions >= 0.0, 1.0, -1.0) == y))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0.0, -z))

@@ -1,0 +1,92 @@
+"""Gossip rounds at the round barrier, shared by the protocols that average synchronously.
+
+Synchronous Muffliato runs T rounds once; Muffliato-GD runs K rounds after every gradient
+step, each step on that step's graph. Both deliver x^r to the round's neighbours while
+collecting theirs at the barrier (a neighbour missing from a round was dropped for it and
+its weight goes to the self-loop), and both use the same plain or Chebyshev recursion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from node.delivery import BarrierDelivery
+from node.mailboxes.round_barrier import NeighbourFates
+from node.message import GOSSIP, Message, MessageId
+from node.mixing import accelerated_step
+
+if TYPE_CHECKING:
+    from node.context import ProtocolContext
+    from node.journal import Delivery
+
+PROBE_TIMEOUT_S = 2.0  # a ping slower than this counts as no answer
+
+RoundExchange = Callable[[int, np.ndarray], Awaitable[Mapping[int, np.ndarray]]]
+
+
+def mix(own: np.ndarray, received: Mapping[int, np.ndarray], row: Mapping[int, float], self_id: int) -> np.ndarray:
+    """Σ_w W_vw x_w with the realized row: dropped neighbours' weight goes to x_v itself."""
+    self_weight = row[self_id] + sum(weight for peer, weight in row.items() if peer != self_id and peer not in received)
+    mixed = self_weight * own
+    for peer, value in received.items():
+        mixed = mixed + row[peer] * value
+    return mixed
+
+
+async def run_gossip(value: np.ndarray, rounds: range, row: Mapping[int, float], node_id: int,
+                     exchange: RoundExchange, omega: float | None = None) -> np.ndarray:
+    """Gossip `value` for the global round indices `rounds`; Chebyshev with `omega`, plain if None.
+
+    The first round is plain (P_1 = W): the recursion never starts from a zero previous iterate.
+    """
+    previous: np.ndarray | None = None
+    current = value
+    for round_index in rounds:
+        received = await exchange(round_index, current)
+        mixed = mix(current, received, row, node_id)
+        following = mixed if previous is None or omega is None else accelerated_step(previous, mixed, omega)
+        previous, current = current, following
+    return current
+
+
+class BarrierRounds:
+    """A node's gossip rounds: deliver x^r to the round's neighbours, collect theirs at the barrier.
+
+    `rounds_per_step` rounds share one step's graph (its neighbours, read from the published
+    schedule); a value from a node that is not a neighbour in that round's step is refused.
+    """
+
+    def __init__(self, context: ProtocolContext, *, rounds_per_step: int = 1) -> None:
+        self._context = context
+        self._rounds_per_step = rounds_per_step
+        self._barrier = context.round_barrier(rounds_per_step=rounds_per_step)
+
+    def step_of(self, round_index: int) -> int:
+        return round_index // self._rounds_per_step
+
+    async def exchange(self, round_index: int, value: np.ndarray) -> dict[int, np.ndarray]:
+        """Deliver x^r to every neighbour while collecting theirs; returns the values that came in time."""
+        context, network = self._context, self._context.network
+        budget = network.startup_deadline_s if round_index == 0 else network.round_deadline_s
+        fates = NeighbourFates()
+
+        async def record_fate(peer: int, delivery: Delivery) -> None:
+            if fates.record(peer, delivery):
+                await self._barrier.wake()
+
+        async def probe(peer: int) -> bool:
+            return await context.reachable(peer, min(budget, PROBE_TIMEOUT_S))
+
+        # In round 0 a send waits for the peer to come up (peers start at different times);
+        # later, a peer that cannot be connected to fails at once.
+        sending = asyncio.create_task(context.broadcast(
+            context.neighbours(self.step_of(round_index)), Message(GOSSIP, MessageId(round=round_index), value),
+            BarrierDelivery(network.send_attempts), budget, wait_for_peer=round_index == 0, on_fate=record_fate))
+        received = await self._barrier.collect(round_index, budget, patience_s=budget * network.patience_factor,
+                                               fates=fates, probe=probe)
+        await sending
+        return received
