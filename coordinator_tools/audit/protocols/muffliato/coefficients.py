@@ -37,17 +37,17 @@ def check_transcript(transcript: Transcript) -> None:
 
     Node w computed x_w^t for t <= completed_rounds(w); x_w^T is its output, never sent.
     """
-    topology, rounds = transcript.topology, transcript.rounds
+    rounds = transcript.rounds
     completed = [transcript.completed_rounds(w) for w in range(transcript.n)]
     for v in range(transcript.n):
         if completed[v] > rounds:
             raise ValueError(f"node {v} completed {completed[v]} rounds of {rounds}")
         for t in range(completed[v]):
             for w in transcript.used[v][t]:
-                if w not in topology.neighbours[v] or completed[w] < t:
+                if w not in transcript.neighbours(v, t) or completed[w] < t:
                     raise ValueError(f"node {v} mixed x_{w}^{t}, which node {w} never sent it")
         for w, t in transcript.received[v]:
-            if w not in topology.neighbours[v] or not 0 <= t < rounds or completed[w] < t:
+            if not 0 <= t < rounds or w not in transcript.neighbours(v, t) or completed[w] < t:
                 raise ValueError(f"node {v} logged x_{w}^{t}, which node {w} never sent it")
 
 

@@ -10,10 +10,10 @@ account although its own log lost the record (never under-state what an observer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript, planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog, Severity
 from netdp.v1 import viewlog_pb2
 from node.topology import Topology
@@ -52,11 +52,16 @@ def round_log(log: NodeLog, findings: list[Finding]) -> RoundLog:
     return rounds
 
 
-def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-    """The realized transcript; rounds a node provably completed but did not log are inferred."""
+def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding], *,
+                       rounds_per_step: int = 1) -> Transcript:
+    """The realized transcript; rounds a node provably completed but did not log are inferred.
+
+    Round t runs on the graph of step t // rounds_per_step.
+    """
     rounds = topology.protocol.rounds
+    plan = planned_transcript(topology, rounds_per_step=rounds_per_step)
     views = {node: round_log(log, findings) for node, log in logs.items()}
-    own = {node: _logged_rounds(view, topology.neighbours[node], rounds) for node, view in views.items()}
+    own = {node: _logged_rounds(view, plan, rounds) for node, view in views.items()}
     proven = _proven_rounds(topology, views)
     used: list[tuple[frozenset[int], ...]] = []
     inferred: dict[int, tuple[int, ...]] = {}
@@ -71,7 +76,7 @@ def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings
                                     f"node {node} provably completed {proven[node]} rounds but its log shows "
                                     f"{len(logged)}; rounds {missing.start}..{missing.stop - 1} are rebuilt "
                                     "from its neighbours' sent records"))
-        used.append(tuple(logged) + tuple(_infer_round(node, t, topology, views, proven, findings) for t in missing))
+        used.append(tuple(logged) + tuple(_infer_round(node, t, plan, views, proven, findings) for t in missing))
     delivered: dict[int, list[Message]] = {node: [] for node in range(topology.n)}
     for sender, sender_view in views.items():
         for (receiver, t), sent in sender_view.sent.items():
@@ -79,14 +84,14 @@ def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings
                 delivered[receiver].append((sender, t))
     received = tuple(_received_messages(node, views.get(node), delivered[node], findings) for node in range(topology.n))
     return Transcript(topology=topology, rounds=rounds, accelerated=topology.protocol.accelerated, used=tuple(used),
-                      received=received, inferred=inferred)
+                      received=received, inferred=inferred, rounds_per_step=rounds_per_step)
 
 
-def _logged_rounds(view: RoundLog, neighbours: Iterable[int], rounds: int) -> list[frozenset[int]]:
-    """Used sets of the rounds a log shows complete: every neighbour received or dropped."""
+def _logged_rounds(view: RoundLog, plan: Transcript, rounds: int) -> list[frozenset[int]]:
+    """Used sets of the rounds a log shows complete: every neighbour of the round received or dropped."""
     used: list[frozenset[int]] = []
     for t in range(rounds):
-        decided = [(peer, view.decisions.get((peer, t))) for peer in neighbours]
+        decided = [(peer, view.decisions.get((peer, t))) for peer in plan.neighbours(view.node, t)]
         if any(decision is None for _, decision in decided):
             break
         used.append(frozenset(peer for peer, decision in decided if decision))
@@ -111,12 +116,12 @@ def _proven_rounds(topology: Topology, views: Mapping[int, RoundLog]) -> list[in
 
 
 def _infer_round(
-    node: int, t: int, topology: Topology, views: Mapping[int, RoundLog], proven: list[int], findings: list[Finding]
+    node: int, t: int, plan: Transcript, views: Mapping[int, RoundLog], proven: list[int], findings: list[Finding]
 ) -> frozenset[int]:
     """Whom `node` used in round t, from its own partial records and then from its peers' sent records."""
     own = views[node].decisions if node in views else {}
     used: set[int] = set()
-    for peer in topology.neighbours[node]:
+    for peer in plan.neighbours(node, t):
         peer_view = views.get(peer)
         if (peer, t) in own:
             decided = own[(peer, t)]

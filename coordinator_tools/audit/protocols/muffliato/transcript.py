@@ -32,6 +32,8 @@ class Transcript:
     * ``inferred[v]`` lists the rounds a replay rebuilt from v's neighbours' records.
 
     With every node completing every round and every neighbour used, this is the plan.
+    Round t runs on the graph of step t // rounds_per_step (Muffliato-GD gossips K rounds
+    per step, each step perhaps on a graph drawn for it; Muffliato's graph is fixed).
     """
 
     topology: Topology
@@ -40,6 +42,7 @@ class Transcript:
     used: tuple[tuple[frozenset[int], ...], ...]
     received: tuple[tuple[Message, ...], ...]
     inferred: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    rounds_per_step: int = 1
 
     protocol = PROTOCOL_NAME
 
@@ -68,29 +71,37 @@ class Transcript:
             "accelerated": self.accelerated,
             "rounds_completed": [self.completed_rounds(v) for v in range(topology.n)],
             "messages_used": sum(len(used) for node in self.used for used in node),
-            "messages_planned": self.rounds * sum(len(peers) for peers in topology.neighbours),
+            "messages_planned": sum(len(self.neighbours(v, t)) for v in range(self.n) for t in range(self.rounds)),
         }
 
     def node_summary(self, node: int) -> dict[str, object]:
         """What the replay established about one node's rounds."""
         return {"rounds_completed": self.completed_rounds(node), "inferred_rounds": list(self.inferred.get(node, ()))}
 
+    def neighbours(self, node: int, round_index: int) -> tuple[int, ...]:
+        """The node's neighbours in round t: those of its step's graph."""
+        return self.topology.neighbours_at(node, round_index // self.rounds_per_step)
+
     def realized_row(self, node: int, round_index: int) -> dict[int, float]:
         """Row `node` of the mixing matrix W_t that was really applied at round t."""
-        row = self.topology.weight_row(node)
+        row = self.topology.weight_row_at(node, round_index // self.rounds_per_step)
         used = self.used[node][round_index]
-        for peer in self.topology.neighbours[node]:
+        for peer in self.neighbours(node, round_index):
             if peer not in used:
                 row[node] += row.pop(peer)
         return row
 
 
-def planned_transcript(topology: Topology, *, rounds: int | None = None, accelerated: bool | None = None) -> Transcript:
+def planned_transcript(topology: Topology, *, rounds: int | None = None, accelerated: bool | None = None,
+                       rounds_per_step: int = 1) -> Transcript:
     """The transcript of a run in which every node completes every round and nobody drops."""
     rounds = topology.protocol.rounds if rounds is None else rounds
     accelerated = topology.protocol.accelerated if accelerated is None else accelerated
-    used = tuple(tuple(frozenset(topology.neighbours[v]) for _ in range(rounds)) for v in range(topology.n))
-    received = tuple(
-        tuple((w, t) for t in range(rounds) for w in topology.neighbours[v]) for v in range(topology.n)
-    )
-    return Transcript(topology=topology, rounds=rounds, accelerated=accelerated, used=used, received=received)
+
+    def neighbours(v: int, t: int) -> tuple[int, ...]:
+        return topology.neighbours_at(v, t // rounds_per_step)
+
+    used = tuple(tuple(frozenset(neighbours(v, t)) for t in range(rounds)) for v in range(topology.n))
+    received = tuple(tuple((w, t) for t in range(rounds) for w in neighbours(v, t)) for v in range(topology.n))
+    return Transcript(topology=topology, rounds=rounds, accelerated=accelerated, used=used, received=received,
+                      rounds_per_step=rounds_per_step)
