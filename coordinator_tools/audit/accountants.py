@@ -28,7 +28,7 @@ from coordinator_tools.audit.conversion import (
     squared_mu,
 )
 from coordinator_tools.audit.core import LinearGaussianModel
-from coordinator_tools.audit.exact import Method, exact_mu, view_geometry
+from coordinator_tools.audit.exact import Method, ViewGeometry, exact_mu, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.views import observer_views
 
@@ -65,18 +65,33 @@ def account_model(
     rng_seed: int | None = None,
     exact_method: Method = "auto",
     notes: Sequence[str] = (),
+    geometry: ViewGeometry | None = None,
+    releases: int = 1,
+    paper_corrected_sum: np.ndarray | None = None,
 ) -> PairwiseLosses:
     """All pairwise losses at noise σ, sensitivity Δ, order α, δ.
 
-    `paper_sum` is the paper bound's σ-free factor [u, v]: its RDP is α (Δ/σ)² paper_sum / 2.
+    `paper_sum` is the paper bound's σ-free factor [u, v]: its RDP is α (Δ/σ)² paper_sum / 2
+    (`paper_corrected_sum` likewise, for protocols that have a corrected closed form).
+    `geometry` replaces the projection of `model` when the protocol computes the exact σ-free
+    factor itself (many contributions per node: a sensitivity over all of them); `model`
+    still serves the attack. `releases` is how many noisy contributions of u the local-DP and
+    central baselines see.
     """
     if alpha <= 1:
         raise ValueError(f"Renyi order must exceed 1, got {alpha}")
     mu_paper = np.sqrt(squared_mu(paper_sum, sigma=sigma, sensitivity=sensitivity))
-    geometry = view_geometry(model, threat_model, method=exact_method)
+    if geometry is None:
+        geometry = view_geometry(model, threat_model, method=exact_method)
     mu_lower, mu_upper = exact_mu(geometry, sigma=sigma, sensitivity=sensitivity)
-    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
-    central = central_dp(n=model.n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta, releases=releases)
+    central = central_dp(n=model.n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
+                         releases=releases)
+    corrected = None
+    if paper_corrected_sum is not None:
+        mu_corrected = np.sqrt(squared_mu(paper_corrected_sum, sigma=sigma, sensitivity=sensitivity))
+        corrected = (gaussian_rdp(mu_corrected, alpha),
+                     gaussian_rdp_epsilon(mu_corrected, delta, alpha=alpha, conversion=conversion))
     notes = [*notes, f"paper (eps, delta) by the {conversion} RDP conversion; exact by the exact Gaussian profile"]
     empirical = None
     if attack_pairs is not None:
@@ -109,6 +124,8 @@ def account_model(
         central_rdp=central.rdp,
         central_eps=central.eps,
         empirical_eps_lower=empirical,
+        paper_corrected_rdp=None if corrected is None else corrected[0],
+        paper_corrected_eps=None if corrected is None else corrected[1],
         notes=notes,
     )
 

@@ -24,14 +24,15 @@ class BaselineLoss:
     eps: float
 
 
-def local_dp(*, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:
-    """u's noisy input seen directly."""
-    return _gaussian(1.0, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+def local_dp(*, sigma: float, sensitivity: float, alpha: float, delta: float, releases: int = 1) -> BaselineLoss:
+    """u's noisy contributions seen directly: `releases` Gaussian mechanisms compose into one of μ√releases."""
+    return _gaussian(float(releases), sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
 
 
-def central_dp(*, n: int, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:
-    """The sum released once by a trusted aggregator that adds everyone's noise."""
-    return _gaussian(1.0 / n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+def central_dp(*, n: int, sigma: float, sensitivity: float, alpha: float, delta: float,
+               releases: int = 1) -> BaselineLoss:
+    """The sums released by a trusted aggregator that adds everyone's noise, `releases` times."""
+    return _gaussian(releases / n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
 
 
 def _gaussian(geometry: float, *, sigma: float, sensitivity: float, alpha: float, delta: float) -> BaselineLoss:

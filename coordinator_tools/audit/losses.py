@@ -57,6 +57,9 @@ class PairwiseLosses:
     central_eps: float
     # Distinguishing attack, only for the pairs it ran on: NaN elsewhere.
     empirical_eps_lower: np.ndarray | None = None
+    # A protocol's corrected closed form, where it has one (Muffliato-GD: later steps counted).
+    paper_corrected_rdp: np.ndarray | None = None
+    paper_corrected_eps: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -115,7 +115,7 @@ class NodeLog:
 
 @dataclass(frozen=True)
 class PrivateSection:
-    """Each node's clipped input and its noise draws, from the private logs that were usable."""
+    """Each node's clipped input (one row per step for learning protocols) and its noise draws, from the usable private logs."""
 
     inputs: dict[int, np.ndarray]
     draws: dict[int, tuple[viewlog_pb2.NoiseDraw, ...]]

@@ -333,10 +333,13 @@ def _read_private(rundir: Path, topology: Topology, auditor: ProtocolAuditor,
             continue
         values = contents.of_kind("private_input")
         noise = tuple(contents.of_kind("noise"))
-        problem = (f"{len(values)} inputs, expected one" if len(values) != 1 else None) or auditor.private_problem(noise)
+        expected = len(noise) if auditor.input_every_step else 1
+        problem = (f"{len(values)} inputs, expected {expected}" if len(values) != expected else None
+                   ) or auditor.private_problem(noise)
         if problem is not None:
             problems.append(Finding("error", "incomplete_private_log", node, f"private log holds {problem}"))
             continue
-        inputs[node] = from_tensor(values[0].value)
+        stacked = np.stack([from_tensor(value.value) for value in values])
+        inputs[node] = stacked if auditor.input_every_step else stacked[0]
         draws[node] = noise
     return PrivateSection(inputs, draws)

@@ -32,7 +32,7 @@ PAIR_COLUMNS = (
     "source", "observer", "hop_distance",
     "paper_rdp", "paper_eps",
     "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper", "exact_reconstructable", "exact_ill_conditioned",
-    "empirical_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts",
+    "empirical_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts", "paper_corrected_rdp", "paper_corrected_eps",
 )  # fmt: skip
 SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
@@ -117,8 +117,15 @@ def observer_means(matrix: np.ndarray) -> np.ndarray:
 
 
 def hop_distances(topology: Topology) -> np.ndarray:
-    """Shortest-path hop counts between every pair of nodes of the published graph."""
-    return shortest_path(topology.gossip_matrix(), unweighted=True, directed=False)
+    """Shortest-path hop counts between every pair of nodes of the published graph.
+
+    A graph drawn per step counts hops in the union of the steps' graphs.
+    """
+    if topology.graph_shape == "erdos_renyi":
+        graph = sum(topology.gossip_matrix_at(step) for step in range(topology.protocol.steps))
+    else:
+        graph = topology.gossip_matrix()
+    return shortest_path(graph, unweighted=True, directed=False)
 
 
 def _pairs(losses: PairwiseLosses, hops: np.ndarray, undercounts: set[tuple[int, int]]) -> list[dict[str, object]]:
@@ -147,6 +154,9 @@ def _pairs(losses: PairwiseLosses, hops: np.ndarray, undercounts: set[tuple[int,
             }
             if empirical is not None and not math.isnan(empirical[u, v]):
                 pair["empirical"] = {"eps_lower": json_number(empirical[u, v])}
+            if losses.paper_corrected_rdp is not None:
+                pair["paper_corrected"] = {"rdp": json_number(losses.paper_corrected_rdp[u, v]),
+                                           "eps": json_number(losses.paper_corrected_eps[u, v])}
             pairs.append(pair)
     return pairs
 

@@ -1,7 +1,8 @@
 """Turning a graph into a published topology: weights, spectral gap, addresses, run id.
 
 The weights and the spectral gap are computed here once, at publication time, so every node
-and the auditor read the same numbers from the file instead of recomputing them.
+and the auditor read the same numbers from the file instead of recomputing them. A graph drawn
+anew every step (schedule erdos_renyi) has neither: each node derives a step's graph itself.
 Impossible inputs raise ValueError with a one-line message.
 """
 
@@ -19,7 +20,16 @@ from pydantic import ValidationError
 
 from node.mixing import edge_weights, spectral_gap
 from node.schema import describe_validation_error
-from node.topology import ROW_SUM_TOLERANCE, NetworkParams, ProtocolParams, Topology, Weighting
+from node.topology import (
+    ROW_SUM_TOLERANCE,
+    ErdosRenyiSchedule,
+    FixedSchedule,
+    GraphSchedule,
+    NetworkParams,
+    ProtocolParams,
+    Topology,
+    Weighting,
+)
 
 DerivedWeighting = Literal["metropolis", "min_degree"]
 DEFAULT_HOST = "127.0.0.1"
@@ -79,12 +89,14 @@ def build_topology(
     base_port: int = DEFAULT_BASE_PORT,
     network: NetworkParams = NetworkParams(),
     explicit_weights: Mapping[tuple[int, int], float] | None = None,
+    schedule: GraphSchedule = FixedSchedule(),
 ) -> Topology:
     """The topology file's contents for `graph`; explicit_weights, when given, replace `weighting`.
 
-    Nodes listen on host:base_port+id unless `addresses` lists one address per node.
+    Nodes listen on host:base_port+id unless `addresses` lists one address per node. With a
+    schedule that draws the graph per step, `graph` only gives the number of nodes.
     """
-    mixing = gossip_mixing(graph, weighting, explicit_weights)
+    published_graph = _published_graph(graph, schedule, weighting, explicit_weights)
     n = graph.number_of_nodes()
     if addresses is None:
         addresses = [f"{host}:{base_port + node}" for node in range(n)]
@@ -95,10 +107,8 @@ def build_topology(
         "graph": graph_name,
         "graph_seed": graph_seed,
         "nodes": [{"id": node, "address": address} for node, address in enumerate(addresses)],
-        "edges": [{"u": u, "v": v, "weight": w} for (u, v), w in mixing.weights.items()],
-        "weighting": mixing.weighting,
-        "spectral_gap": mixing.spectral_gap,
-        "gamma": mixing.gamma,
+        "schedule": schedule,
+        **published_graph,
         "protocol": protocol,
         "network": network,
     }
@@ -106,6 +116,27 @@ def build_topology(
         return Topology.model_validate(document)
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc, document)) from None
+
+
+def _published_graph(
+    graph: nx.Graph,
+    schedule: GraphSchedule,
+    weighting: DerivedWeighting,
+    explicit_weights: Mapping[tuple[int, int], float] | None,
+) -> dict[str, object]:
+    """A fixed graph's weighted edges and spectral numbers; for a graph drawn per step, only its weighting.
+
+    Explicit weights on a drawn graph are published as such, for the topology to refuse in its own words.
+    """
+    if isinstance(schedule, ErdosRenyiSchedule):
+        return {"weighting": weighting if explicit_weights is None else "explicit"}
+    mixing = gossip_mixing(graph, weighting, explicit_weights)
+    return {
+        "edges": [{"u": u, "v": v, "weight": w} for (u, v), w in mixing.weights.items()],
+        "weighting": mixing.weighting,
+        "spectral_gap": mixing.spectral_gap,
+        "gamma": mixing.gamma,
+    }
 
 
 def new_run_id(graph_name: str) -> str:

@@ -24,9 +24,19 @@ from coordinator_tools.topology.protocol_options import (
 )
 from node.errors import ConfigError
 from node.schema import describe_validation_error
-from node.topology import ErdosRenyiSchedule, NetworkParams, Topology, load_topology, save_topology
+from node.topology import (
+    ErdosRenyiSchedule,
+    FixedSchedule,
+    GraphSchedule,
+    NetworkParams,
+    Topology,
+    load_topology,
+    save_topology,
+)
 
 SEED_BITS = 31
+# The flag that sets each field of an erdos_renyi schedule, to name it when the schedule refuses a value.
+SCHEDULE_FLAGS = {"p": "--edge-probability", "seed": "--schedule-seed"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,6 +116,21 @@ def _publishing_options() -> argparse.ArgumentParser:
         default=NetworkParams().round_deadline_s,
         help="seconds a node waits for a round's values before dropping a neighbour (default %(default)s)",
     )
+    add(
+        "--schedule",
+        choices=["fixed", "erdos_renyi"],
+        default="fixed",
+        help="the graph every step gossips on: 'fixed', the graph given, or 'erdos_renyi', a fresh G(n, p) per "
+        "step that every node derives from the public seed; the graph given then only sets the number of nodes, "
+        "e.g. `netdp topology generate complete --n 16 --schedule erdos_renyi --edge-probability 0.3 ...` "
+        "(default %(default)s)",
+    )
+    add("--edge-probability", type=float, help="erdos_renyi schedule: probability p of each edge at each step")
+    add(
+        "--schedule-seed",
+        type=int,
+        help="erdos_renyi schedule: public seed of the step graphs (default: a fresh one, recorded in the file)",
+    )
     add_protocol_options(options)
     return options
 
@@ -149,7 +174,8 @@ def _publish(
     """Build the topology from the graph and the shared options, write it, and summarize it."""
     weighting = args.weighting or "metropolis"
     with _as_config_errors():
-        protocol = protocol_params(args, GraphFacts(graph, weighting, explicit_weights))
+        schedule = _graph_schedule(args)
+        protocol = protocol_params(args, GraphFacts(graph, weighting, explicit_weights, schedule))
         topology = build_topology(
             graph,
             graph_name=graph_name,
@@ -161,10 +187,28 @@ def _publish(
             base_port=args.base_port,
             network=NetworkParams(round_deadline_s=args.round_deadline),
             explicit_weights=explicit_weights,
+            schedule=schedule,
         )
     save_topology(topology, args.out)
     _print_summary(topology, title=f"wrote {args.out}")
     return 0
+
+
+def _graph_schedule(args: argparse.Namespace) -> GraphSchedule:
+    """The --schedule block; a drawn schedule without --schedule-seed gets a fresh public seed (shown, recorded)."""
+    if args.schedule == "fixed":
+        stray = [flag for flag in SCHEDULE_FLAGS.values() if getattr(args, flag[2:].replace("-", "_")) is not None]
+        if stray:
+            raise ConfigError(f"{stray[0]} only goes with --schedule erdos_renyi")
+        return FixedSchedule()
+    if args.edge_probability is None:
+        raise ConfigError("--schedule erdos_renyi needs --edge-probability")
+    seed = secrets.randbits(SEED_BITS) if args.schedule_seed is None else args.schedule_seed
+    try:
+        return ErdosRenyiSchedule(p=args.edge_probability, seed=seed)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise ConfigError(f"{SCHEDULE_FLAGS[str(first['loc'][0])]}: {first['msg']}") from None
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 `netdp topology generate | import --protocol NAME` accepts NAME's options and refuses the
 others' with a one-line error. Adding a protocol means adding one `ProtocolOptions` entry to
 PROTOCOL_OPTIONS: its Params model, the options that set its fields, and, when some of its
-defaults depend on the graph or `topology show` should print more, two small hooks.
+defaults depend on the graph or on its other options, or `topology show` should print more,
+two small hooks.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, get_args
 
 import networkx as nx
 from pydantic import BaseModel
@@ -21,11 +22,14 @@ from pydantic_core import PydanticUndefined
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
 from coordinator_tools.topology.build import DerivedWeighting, gossip_mixing
 from node.errors import ConfigError
+from node.learning import Task
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
-from node.topology import Topology
+from node.protocols.muffliato_gd import Adjacency, MuffliatoGDParams, derived_sensitivity
+from node.topology import PROTOCOL_GRAPHS, ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
+AVERAGING_SENSITIVITY = 1.0  # Delta of the averaging protocols when not given: inputs clipped to norm 1/2
 Fields = dict[str, Any]
 SummaryRows = list[tuple[str, object]]
 
@@ -54,13 +58,21 @@ class GraphFacts:
     graph: nx.Graph
     weighting: DerivedWeighting
     explicit_weights: dict[tuple[int, int], float] | None
+    schedule: GraphSchedule
 
     @property
     def n(self) -> int:
         return self.graph.number_of_nodes()
 
+    @property
+    def shape(self) -> GraphShape:
+        """The published graph's shape: the commands publish undirected graphs, or ones drawn per step."""
+        return "erdos_renyi" if isinstance(self.schedule, ErdosRenyiSchedule) else "undirected"
+
     @cached_property
     def spectral_gap(self) -> float:
+        if self.shape == "erdos_renyi":  # the given graph only counts the nodes: its gap would be another graph's
+            raise ValueError("a graph drawn per step has no spectral gap")
         return gossip_mixing(self.graph, self.weighting, self.explicit_weights).spectral_gap
 
 
@@ -78,24 +90,37 @@ class ProtocolOptions:
 
     params: type[BaseModel]
     options: tuple[Option, ...]
-    derive: Callable[[Fields, GraphFacts], Fields] = _no_derived_fields  # fill defaults that need the graph
+    derive: Callable[[Fields, GraphFacts], Fields] = _no_derived_fields  # defaults that need the graph or fields
     summary: Callable[[Topology], SummaryRows] = _no_summary_rows  # extra rows for `topology show`
 
 
 NOISY_VECTOR_OPTIONS = (
-    Option("--sigma", "sigma", "std of the Gaussian noise each node adds once", float, default=1.0),
-    Option("--sensitivity", "sensitivity", "l2 sensitivity Delta; inputs are clipped to norm Delta/2", float,
-           default=1.0),
+    Option("--sigma", "sigma", "std of each Gaussian noise draw (averaging: once per node; learning: every "
+           "gradient step)", float, default=1.0),
+    Option("--sensitivity", "sensitivity", "l2 sensitivity Delta: how far the vector a node noises can move "
+           "between adjacent datasets (averaging: its input, clipped to norm Delta/2, default "
+           f"{AVERAGING_SENSITIVITY}; learning: a step's gradient, default derived from --clip, --adjacency and "
+           "--batch)", float),
     Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0),
-    Option("--dimension", "dimension", "length D of every node's vector", int, default=1),
+    Option("--dimension", "dimension", "length D of every node's vector (learning: the model's, one entry per "
+           "feature)", int, default=1),
 )
+PLAIN = Option("--plain", "accelerated", "plain gossip instead of Chebyshev acceleration, which needs a fixed "
+               "graph's spectral gap (on a graph drawn per step, plain is the default and the only choice)",
+               sets=False)
 
 
-def _muffliato_rounds(fields: Fields, graph: GraphFacts) -> Fields:
-    """Default rounds: T_stop of Muffliato Thm 2 for the worst-case spread, safe whatever the data."""
+def _averaging_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """Delta defaults to a constant for averaging: the inputs are clipped to it, whatever the graph."""
+    return {"sensitivity": AVERAGING_SENSITIVITY, **fields}
+
+
+def _muffliato_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """Delta as for averaging; rounds: T_stop of Muffliato Thm 2 for the worst-case spread, safe whatever the data."""
+    fields = _averaging_defaults(fields, graph)
     if "rounds" in fields:
         return fields
-    accelerated = fields.get("accelerated", MuffliatoParams.model_fields["accelerated"].default)
+    accelerated = fields.get("accelerated", _model_default(MuffliatoParams, "accelerated"))
     rounds = _worst_case_t_stop(graph.n, graph.spectral_gap, fields["sigma"], fields["sensitivity"], accelerated)
     return {**fields, "rounds": rounds}
 
@@ -118,15 +143,29 @@ def _muffliato_summary(topology: Topology) -> SummaryRows:
     ]
 
 
+def _gd_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """Delta from the clip, adjacency and batch unless given; plain gossip on a graph drawn per step.
+
+    A graph drawn per step has no spectral gap for Chebyshev acceleration to use.
+    """
+    defaults: Fields = {}
+    if "sensitivity" not in fields:
+        adjacency = fields.get("adjacency", _model_default(MuffliatoGDParams, "adjacency"))
+        defaults["sensitivity"] = derived_sensitivity(fields["clip"], adjacency, fields.get("batch"))
+    if graph.shape == "erdos_renyi":
+        defaults["accelerated"] = False
+    return {**defaults, **fields}
+
+
 PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
     "muffliato": ProtocolOptions(
         MuffliatoParams,
         NOISY_VECTOR_OPTIONS + (
             Option("--rounds", "rounds", "gossip rounds T (default: T_stop of Muffliato Thm 2 for the "
                    "worst-case spread)", int),
-            Option("--plain", "accelerated", "plain gossip instead of Chebyshev acceleration", sets=False),
+            PLAIN,
         ),
-        derive=_muffliato_rounds,
+        derive=_muffliato_defaults,
         summary=_muffliato_summary,
     ),
     "muffliato-async": ProtocolOptions(
@@ -139,6 +178,25 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
                    choices=("weights", "uniform")),
             Option("--exchange-timeout", "exchange_timeout_s", "seconds to wait for a peer's answer", float),
         ),
+        derive=_averaging_defaults,
+    ),
+    "muffliato-gd": ProtocolOptions(
+        MuffliatoGDParams,
+        NOISY_VECTOR_OPTIONS + (
+            Option("--steps", "steps", "gradient steps T", int),
+            Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
+            PLAIN,
+            Option("--task", "task", "local loss: logistic regression (labels +-1) or least squares",
+                   choices=get_args(Task), default="logistic"),
+            Option("--learning-rate", "learning_rate", "step size eta", float, default=0.5),
+            Option("--clip", "clip", "per-example gradient norm bound C", float, default=1.0),
+            Option("--batch", "batch", "minibatch size b, taken cyclically from the local data (SGD; "
+                   "default: the whole local set, GD)", int),
+            Option("--adjacency", "adjacency", "adjacent datasets differ in one example (Delta = 2C/b) or in a "
+                   "node's whole dataset (Delta = 2C)", choices=get_args(Adjacency)),
+            Option("--regularization", "regularization", "L2 regularisation lambda", float),
+        ),
+        derive=_gd_defaults,
     ),
 }
 
@@ -157,7 +215,7 @@ def add_protocol_options(parser: argparse.ArgumentParser) -> None:
 
 
 def protocol_params(args: argparse.Namespace, graph: GraphFacts) -> BaseModel:
-    """The Params of --protocol from its options, refusing options of other protocols."""
+    """The Params of --protocol from its options, refusing options of other protocols and graphs it cannot run on."""
     name = args.protocol
     protocol = PROTOCOL_OPTIONS[name]
     foreign = [option.flag for option in _options_by_flag()
@@ -171,6 +229,10 @@ def protocol_params(args: argparse.Namespace, graph: GraphFacts) -> BaseModel:
         value = option.default if value is None else value
         if value is not None:
             fields[option.field] = value
+    shapes = PROTOCOL_GRAPHS[name]
+    if graph.shape not in shapes:  # the topology would refuse it too, but only after defaults needing a fixed graph
+        raise ConfigError(f"protocol {name} runs on {' or '.join(sorted(shapes))} graphs; this graph is "
+                          f"{graph.shape.replace('_', '-')} (--schedule {graph.schedule.kind})")
     return protocol.params.model_validate(protocol.derive(fields, graph))
 
 
@@ -189,7 +251,7 @@ def _options_by_flag() -> dict[Option, list[str]]:
     flags: dict[str, Option] = {}
     for name, protocol in PROTOCOL_OPTIONS.items():
         for option in protocol.options:
-            if flags.setdefault(option.flag, option) != option:
+            if flags.setdefault(option.flag, option) is not option:
                 raise AssertionError(f"{option.flag} is defined twice, differently")
             names.setdefault(option, []).append(name)
     return names

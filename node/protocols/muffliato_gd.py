@@ -60,7 +60,7 @@ class MuffliatoGDParams(NoisyVectorParams):
     task: Task = Field(description="the local loss: logistic regression (labels ±1) or least squares")
     steps: int = Field(ge=1, description="gradient steps T")
     gossip_rounds: int = Field(ge=1, description="gossip rounds K after every step")
-    accelerated: bool = Field(True, description="Chebyshev acceleration of the K rounds (fixed graphs)")
+    accelerated: bool = Field(False, description="Chebyshev acceleration of the K rounds (fixed graphs only)")
     learning_rate: float = Field(gt=0.0, description="step size η")
     clip: float = Field(gt=0.0, description="per-example gradient norm bound C")
     batch: int | None = Field(None, ge=1, description="minibatch size b (SGD); none: the whole local set (GD)")

@@ -9,10 +9,11 @@ from __future__ import annotations
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato_async import MuffliatoAsyncAuditor
+from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 
-AUDITORS: tuple[ProtocolAuditor, ...] = (MuffliatoAuditor(), MuffliatoAsyncAuditor())
+AUDITORS: tuple[ProtocolAuditor, ...] = (MuffliatoAuditor(), MuffliatoAsyncAuditor(), MuffliatoGDAuditor())
 
 
 def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor:

@@ -50,6 +50,9 @@ class ProtocolAuditor(ABC):
 
     name: ClassVar[str]
     public_records: ClassVar[frozenset[str]]  # record kinds its nodes write to view.log
+    # Learning protocols log a private input (the step's clipped gradient) at every noisy step;
+    # the averaging ones log their one input once.
+    input_every_step: ClassVar[bool] = False
 
     def supports(self, header: viewlog_pb2.RunHeader) -> bool:
         """Whether this auditor reads logs with this header."""

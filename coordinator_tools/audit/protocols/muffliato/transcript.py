@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from node.mixing import chebyshev_omega
-from node.protocols.muffliato import PROTOCOL_NAME
 from node.topology import Topology
 
 Message = tuple[int, int]  # (sender w, round t): the value x_w^t
@@ -44,7 +43,10 @@ class Transcript:
     inferred: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     rounds_per_step: int = 1
 
-    protocol = PROTOCOL_NAME
+    @property
+    def protocol(self) -> str:
+        """The protocol that ran: synchronous Muffliato, or Muffliato-GD whose gossip rounds these are."""
+        return self.topology.protocol.name
 
     @property
     def n(self) -> int:

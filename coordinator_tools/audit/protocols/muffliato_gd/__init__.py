@@ -1,0 +1,91 @@
+"""Auditing Muffliato-GD/SGD (Muffliato Alg. 3): a noisy gradient step, then K gossip rounds, T times.
+
+The logs are synchronous gossip logs (round t·K + k is gossip round k of step t, on that
+step's graph), so the replay and the rebuild are synchronous Muffliato's with one graph per
+step; what differs is the model of a message (every step's gradient and noise are their own
+columns) and the closed forms:
+
+* `unrolled`: the realized schedule, unrolled in time into one coefficient row per message on
+  every (node, step) gradient and noise draw;
+* `sensitivity`: the matrix-factorization sensitivity of every pair (the "exact" column);
+* `paper`: Thm 6 (Eq. 9) on the realized schedule, the corrected closed form, and which pairs
+  Eq. 9 undercounts;
+* `accountant`: the rebuilt Transcript turned into that schedule, and every column per pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Unpack
+
+from coordinator_tools.audit.accountants import AccountingOptions
+from coordinator_tools.audit.checks import Check
+from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.plan import Plan, PlanOptions
+from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
+from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
+from coordinator_tools.audit.protocols.muffliato_gd.accountant import account
+from coordinator_tools.audit.records import Finding, NodeLog
+from netdp.v1 import viewlog_pb2
+from node.errors import ConfigError
+from node.protocols.muffliato_gd import NOISE_PURPOSE, PROTOCOL_NAME
+from node.topology import Topology
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
+
+
+class MuffliatoGDAuditor(MuffliatoAuditor):
+    """Muffliato-GD/SGD: synchronous gossip records on per-step graphs, a draw of noise every step."""
+
+    name = PROTOCOL_NAME
+    input_every_step = True
+
+    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
+        problem = super().record_problem(topology, node, kind, entry)
+        if problem is not None or kind not in ("sent", "received", "drop_out") or not entry.HasField("peer"):
+            return problem
+        step = entry.round // topology.protocol.gossip_rounds
+        if entry.peer not in topology.neighbours_at(node, step):
+            return f"node {entry.peer} is not a neighbour of node {node} at step {step}"
+        return None
+
+    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        steps = [draw.step for draw in draws if draw.purpose == NOISE_PURPOSE]
+        if steps != list(range(len(steps))):
+            return f"'{NOISE_PURPOSE}' draws for steps {steps[:5]}..., expected one per step from 0 in order"
+        if any(draw.mechanism not in ("", "gaussian") for draw in draws):
+            return "a gradient noise draw is not gaussian"
+        return None
+
+    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
+        return rebuild_transcript(topology, logs, findings, rounds_per_step=topology.protocol.gossip_rounds)
+
+    def account(self, run: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+        return account(run, **options)
+
+    def checks(self, replay: Replay) -> list[Check]:
+        return []
+
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        params = replay.topology.protocol
+        return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
+                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch}}
+
+    def plan(self, topology: Topology, options: PlanOptions) -> Plan:
+        if options.rounds is not None or options.schedules is not None or options.seed is not None:
+            raise ConfigError(f"--rounds, --schedules and --seed do not apply to {self.name}: its steps and gossip "
+                              "rounds are published in the topology")
+        params = topology.protocol
+        accelerated = params.accelerated if options.accelerated is None else options.accelerated
+        transcript = planned_transcript(topology, accelerated=accelerated, rounds_per_step=params.gossip_rounds)
+        sigma = params.sigma if options.sigma is None else options.sigma
+        losses = account(
+            transcript, sigma=sigma, sensitivity=params.sensitivity if options.sensitivity is None else options.sensitivity,
+            alpha=params.alpha if options.alpha is None else options.alpha, delta=options.delta,
+            conversion=options.conversion, threat_model=options.threat_model)  # fmt: skip
+        headline = (f"n = {topology.n}, T = {params.steps} steps x K = {params.gossip_rounds} rounds "
+                    f"({'accelerated' if accelerated else 'plain'}), sigma = {sigma:.6g} per step")
+        return Plan(run=transcript, losses=losses, details={"steps": params.steps}, headline=headline)
