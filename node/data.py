@@ -1,4 +1,4 @@
-"""A node's private data: one vector loaded from a local file, clipped to the sensitivity ball."""
+"""A node's private data: one vector (averaging) or a local training set (learning), from a local file."""
 
 from __future__ import annotations
 
@@ -40,6 +40,28 @@ def load_vector(path: Path, dimension: int) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ConfigError(f"{path}: holds NaN or infinite values")
     return array
+
+
+def load_learning_data(path: Path, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """A training or test set from NPZ: `x` (m × D features) and `y` (m labels ±1 or targets), checked."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: data file not found")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [name for name in ("x", "y") if name not in archive.files]
+            if missing:
+                raise ConfigError(f"{path}: no array {missing[0]!r} (a learning file holds x and y)")
+            x, y = np.asarray(archive["x"], dtype=np.float64), np.asarray(archive["y"], dtype=np.float64)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{path}: cannot read a learning set ({exc})") from None
+    if x.ndim != 2 or x.shape[1] != dimension:
+        raise ConfigError(f"{path}: features of shape {x.shape}, the topology's dimension is {dimension}")
+    if y.shape != (x.shape[0],) or x.shape[0] == 0:
+        raise ConfigError(f"{path}: {x.shape[0]} examples and {y.size} labels; need as many, at least one")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ConfigError(f"{path}: holds NaN or infinite values")
+    return x, y
 
 
 def clip_to_ball(value: np.ndarray, radius: float) -> tuple[np.ndarray, bool]:

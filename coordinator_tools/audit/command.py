@@ -48,6 +48,7 @@ class AuditOptions:
     attack_runs: int = attack.DEFAULT_RUNS
     attack_seed: int | None = None
     with_private_logs: bool = False
+    data: Path | None = None  # learning runs: the data folder, for the utility block (test mode)
 
 
 def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions()) -> dict[str, object]:
@@ -69,10 +70,13 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     checks = loss_checks(losses, recompute=lambda sigma: auditor.account(run, **{**accounting, "sigma": sigma}))
     checks += replay_checks(replay)
     extra = {
-        "options": {**asdict(options), "sensitivity_published": replay.topology.protocol.sensitivity},
+        "options": {**asdict(options), "data": None if options.data is None else str(options.data),
+                    "sensitivity_published": replay.topology.protocol.sensitivity},
         "replay": replay.to_json(),
         **auditor.report_extras(replay, losses, accounting),
     }
+    if options.data is not None:
+        extra["utility"] = auditor.utility(replay, options.data)
     report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra)
     write_report(report, out_dir)
     write_html(report, out_dir, write_figures(report, out_dir))
@@ -138,6 +142,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--with-private-logs", action="store_true",
                         help="test/experiment mode: also read private logs and check that the transcript "
                         "reproduces every logged payload")
+    parser.add_argument("--data", type=Path,
+                        help="learning runs, test/experiment mode: the data folder (test.npz and the nodes' files) "
+                        "for the utility block: test metric over steps against central and local-DP baselines")
     parser.set_defaults(handler=_run)
 
 
@@ -191,6 +198,7 @@ def _run(args: argparse.Namespace) -> int:
         attack_runs=args.attack_runs,
         attack_seed=args.attack_seed,
         with_private_logs=args.with_private_logs,
+        data=args.data,
     )
     if (args.out / REPORT_FILE).exists() and not args.force:
         raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")

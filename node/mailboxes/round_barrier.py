@@ -156,7 +156,7 @@ class RoundBarrier:
                         await self._changed.wait()
                 except TimeoutError:
                     pass
-            values = self._values.pop(round_index)
+            values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
             self._used.update((sender, round_index) for sender in values)
             self._open_round = round_index + 1
             waited = loop.time() - started

@@ -35,14 +35,24 @@ def local_data(rng: np.random.Generator) -> list[LocalData]:
     return shards
 
 
-def audited_run(root: Path, **schedule: object) -> dict:
+def write_data(folder: Path, shards: list[LocalData], test: LocalData) -> None:
+    folder.mkdir()
+    for v, shard in enumerate(shards):
+        np.savez(folder / f"node-{v}.npz", x=shard.x, y=shard.y)
+    np.savez(folder / "test.npz", x=test.x, y=test.y)
+
+
+def audited_run(root: Path, *, data: Path | None = None, **schedule: object) -> dict:
     params = MuffliatoGDParams(sigma=1.0, sensitivity=2.0 / EXAMPLES, alpha=2.0, dimension=D, task="least_squares",
                                steps=STEPS, gossip_rounds=1, learning_rate=0.5, clip=1.0, batch=EXAMPLES)
     topology = build_topology(generate("hypercube", n=N), graph_name="hypercube", run_id="gd-audit", protocol=params,
                               network=NetworkParams(round_deadline_s=1.0, startup_deadline_s=1.0), **schedule)
     save_topology(topology, root / "topology.json")
-    asyncio.run(run_inprocess(topology, local_data(np.random.default_rng(3)), root, lambda v: SimulationSampler(v)))
-    return audit_run(root, root / "audit", AuditOptions(with_private_logs=True, attack_pairs="none"))
+    shards = local_data(np.random.default_rng(3))
+    if data is not None:
+        write_data(data, shards, local_data(np.random.default_rng(4))[0])
+    asyncio.run(run_inprocess(topology, shards, root, lambda v: SimulationSampler(v)))
+    return audit_run(root, root / "audit", AuditOptions(with_private_logs=True, attack_pairs="none", data=data))
 
 
 def column(report: dict, name: str, key: str = "rdp") -> np.ndarray:
@@ -69,3 +79,12 @@ def test_a_graph_drawn_per_step_is_audited_with_the_realized_graphs(tmp_path):
     assert all(check["ok"] for check in report["checks"]), report["checks"]
     exact, ldp = column(report, "exact", "rdp_upper"), column(report, "ldp")
     assert np.all(exact <= ldp * (1 + RTOL)) and np.any(exact < 0.5 * ldp)
+
+
+def test_the_utility_block_compares_the_run_with_central_and_local_baselines(tmp_path):
+    report = audited_run(tmp_path / "run", data=tmp_path / "data")
+    utility = report["utility"]
+    assert utility["metric"] == "mse" and utility["steps"] == list(range(1, STEPS + 1))
+    for curve in ("netdp", "central", "local"):
+        assert len(utility[curve]) == STEPS and all(np.isfinite(utility[curve])), curve
+    assert utility["test_examples"] == EXAMPLES

@@ -68,7 +68,8 @@ def test_noiseless_gd_learns_a_separable_problem(tmp_path):
     rng = np.random.default_rng(0)
     separator = unit_rows(rng, 1)[0]
     x, test_x = unit_rows(rng, N * EXAMPLES), unit_rows(rng, 1000)
-    _, result = learning_cluster(tmp_path / "separable", gd_params(), x, np.sign(x @ separator))
+    _, result = learning_cluster(tmp_path / "separable", gd_params(steps=100, learning_rate=4.0), x,
+                                 np.sign(x @ separator))
     assert result.ok, [(r.node_id, r.exit_code, r.stderr_tail) for r in result.nodes]
     accuracies = [metric("logistic", model, test_x, np.sign(test_x @ separator)) for model in models(result)]
     assert min(accuracies) >= 0.95, accuracies
@@ -78,7 +79,7 @@ def test_least_squares_reaches_the_centralized_objective(tmp_path):
     rng = np.random.default_rng(1)
     x = unit_rows(rng, N * EXAMPLES)
     y = x @ rng.normal(size=D) + 0.05 * rng.normal(size=len(x))
-    params = gd_params(task="least_squares", steps=150, gossip_rounds=2, learning_rate=2.0, clip=10.0)
+    params = gd_params(task="least_squares", steps=150, gossip_rounds=2, learning_rate=2.0, clip=10.0, sensitivity=20.0)
     _, result = learning_cluster(tmp_path / "squares", params, x, y)
     assert result.ok, [(r.node_id, r.exit_code, r.stderr_tail) for r in result.nodes]
     optimum = loss("least_squares", np.linalg.lstsq(x, y, rcond=None)[0], x, y)

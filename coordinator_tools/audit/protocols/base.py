@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
@@ -19,6 +20,7 @@ from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
+from node.errors import ConfigError
 from node.topology import Topology
 
 if TYPE_CHECKING:
@@ -82,6 +84,10 @@ class ProtocolAuditor(ABC):
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         """Top-level report keys this protocol adds to an audit."""
+
+    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
+        """The report's `utility` block from the run's data folder; only learning protocols have one."""
+        raise ConfigError(f"--data gives a learning run's data for its utility block; {self.name} learns nothing")
 
     @abstractmethod
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:

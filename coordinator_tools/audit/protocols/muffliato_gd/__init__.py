@@ -10,12 +10,14 @@ columns) and the closed forms:
 * `sensitivity`: the matrix-factorization sensitivity of every pair (the "exact" column);
 * `paper`: Thm 6 (Eq. 9) on the realized schedule, the corrected closed form, and which pairs
   Eq. 9 undercounts;
-* `accountant`: the rebuilt Transcript turned into that schedule, and every column per pair.
+* `accountant`: the rebuilt Transcript turned into that schedule, and every column per pair;
+* `utility`: the test metric over steps against the central and local-DP baselines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
@@ -26,6 +28,7 @@ from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import account
+from coordinator_tools.audit.protocols.muffliato_gd.utility import utility_report
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
@@ -44,8 +47,10 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         problem = super().record_problem(topology, node, kind, entry)
-        if problem is not None or kind not in ("sent", "received", "drop_out") or not entry.HasField("peer"):
+        if problem is not None or kind not in ("sent", "received", "drop_out"):
             return problem
+        if kind != "drop_out" and not entry.HasField("peer"):
+            return None  # a sender-anonymous record names no peer to check
         step = entry.round // topology.protocol.gossip_rounds
         if entry.peer not in topology.neighbours_at(node, step):
             return f"node {entry.peer} is not a neighbour of node {node} at step {step}"
@@ -73,6 +78,9 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
         params = replay.topology.protocol
         return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
                              "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch}}
+
+    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
+        return utility_report(replay.topology.protocol, dict(replay.logs), data_dir)
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         if options.rounds is not None or options.schedules is not None or options.seed is not None:
