@@ -43,6 +43,24 @@ def muffliato_mse_bound(n: int, sigma: float) -> float:
     return 3.0 * sigma * sigma / n
 
 
+def randomized_muffliato_t_stop(n: int, spectral_gap: float, sigma: float, spread: float) -> int:
+    """T_stop of Muffliato Thm 3 in edge activations, with weight-proportional activation p_vw = 2 W_vw / n.
+
+    Then λ(p) = 2 λ_W / n (the paper's comparison rule) and T_stop = ln((n/σ²) max(σ², spread)) / λ(p).
+    """
+    if sigma == 0.0:
+        raise ValueError("with sigma = 0 there is no noise floor to stop at")
+    variance = sigma * sigma
+    return math.ceil(math.log(n / variance * max(variance, spread)) * n / (2.0 * spectral_gap))
+
+
+def randomized_muffliato_mse_bound(n: int, sigma: float) -> float:
+    """4 σ² / n: Thm 3's (1/2n) Σ_v E‖x_v^t − x̄‖² ≤ 2σ²/n per coordinate, as (1/n) Σ_v, past T_stop."""
+    if n < 1:
+        raise ValueError(f"need n >= 1 nodes, got n = {n}")
+    return 4.0 * sigma * sigma / n
+
+
 def worst_case_spread(sensitivity: float) -> float:
     """Largest spread (1/n) sum_v ||x_v - x_bar||^2 of inputs clipped to the ball of radius Delta/2.
 

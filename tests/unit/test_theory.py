@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
+from coordinator_tools.theory import (
+    muffliato_mse_bound,
+    muffliato_t_stop,
+    randomized_muffliato_mse_bound,
+    randomized_muffliato_t_stop,
+    worst_case_spread,
+)
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.mixing import accelerated_step, chebyshev_omega
@@ -92,3 +98,9 @@ def test_gossip_run_for_t_stop_rounds_meets_the_bound(kind: str, n: int, acceler
     if rounds > 1:
         early, _ = noisy_gossip_mse(kind, n, 1, accelerated)
         assert early > muffliato_mse_bound(n, 1.0)
+
+
+def test_randomized_muffliato_stops_n_over_twice_the_gap_times_the_log_and_bounds_4_sigma2_over_n():
+    # hypercube of 8 (Metropolis): lambda_W = 1/2, so lambda(p) = 2 lambda_W / n = 1/8
+    assert randomized_muffliato_t_stop(8, 0.5, 1.0, 0.25) == math.ceil(8 * math.log(8))
+    assert randomized_muffliato_mse_bound(8, 2.0) == pytest.approx(2.0)
