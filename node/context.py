@@ -18,7 +18,9 @@ from node.delivery import DeliveryPolicy, FateCallback, Outbox
 from node.journal import Delivery, Journal
 from node.mailboxes import exchange_desk as kinds
 from node.mailboxes.exchange_desk import ExchangeDesk
+from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
+from node.mailboxes.token_slot import TokenSlot
 from node.message import GOSSIP, IdScheme, Message
 from node.noise import GaussianSampler
 from node.receiver import Handler, Receiver
@@ -95,6 +97,19 @@ class ProtocolContext:
         self.on(kinds.ABORT, desk.on_abort, scheme="exchange", payload=False)
         self.on(kinds.STATUS, desk.answer_status, scheme="exchange", payload=False)
         return desk
+
+    def latest_values(self, kind: str) -> LatestValues:
+        """The newest value per neighbour, fed by its broadcasts of `kind` (each with a sequence number)."""
+        mailbox = LatestValues(self.journal)
+        self.on(kind, mailbox.handle, scheme="sequence", payload=True)
+        return mailbox
+
+    def token_slot(self, kind: str, *, anonymous: bool = False) -> TokenSlot:
+        """Custody of the tokens of `kind` walking through this node; `anonymous`: a sender-anonymous view."""
+        slot = TokenSlot(kind, self.journal, self._outbox, attempts=self.network.send_attempts,
+                         anonymous=anonymous)
+        self.on(kind, slot.handle, scheme="hop", payload=True)
+        return slot
 
     # --- verbs -------------------------------------------------------------------------------
 

@@ -66,6 +66,14 @@ def exchange_record(exchange_id: str, peer: int, sequence: int, role: str, phase
     return viewlog_pb2.Record(exchange=event)
 
 
+def token_record(token_id: str, hop: int, phase: str, peer: int | None = None) -> viewlog_pb2.Record:
+    """One change of a token's custody at this node; `peer` None for a sender-anonymous receive."""
+    event = viewlog_pb2.TokenCustody(token_id=token_id, hop=hop, phase=phase)
+    if peer is not None:
+        event.peer = peer
+    return viewlog_pb2.Record(token=event)
+
+
 def _logged_kind(kind: str) -> str:
     """Gossip is logged with an empty kind, as version-1 logs were."""
     return "" if kind == GOSSIP else kind

@@ -1,0 +1,117 @@
+"""The token slot: the tokens a node holds in custody during a walk (token walks, random-walk DP-SGD).
+
+A token is a vector that one node holds at a time, named by its token id; its hop counts
+the forwards so far (hop 0 where it is originated, so a forwarded token carries hop ≥ 1).
+A received token is logged, its payload and a `received` custody record durable together,
+before the handler returns, that is before the sender's delivery is acknowledged: custody
+passes only once the receiver holds the token durably. Under one lock, an incoming token is
+
+* acknowledged again, not taken twice, when this node already took that (token id, hop)
+  (a retried forward whose acknowledgement was lost);
+* refused as stale when its hop is not newer than the last this node saw of the token,
+  received or forwarded;
+* refused when this node holds the token and has not forwarded it: one holder at a time.
+
+The protocol `take`s a token, processes it and `forward`s it: custody is logged `forwarded`
+before the delivery and `acknowledged` once the next holder has it. Until then the token
+stays here, so a failed forward can be tried again, perhaps towards another peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from node.delivery import CustodyDelivery, Outbox
+from node.journal import Delivery, Journal, received_record, token_record
+from node.message import Message, MessageId
+from node.refusal import Refusal
+
+RECEIVED = "received"
+FORWARDED = "forwarded"
+ACKNOWLEDGED = "acknowledged"
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token in this node's custody, as it arrived (or was originated)."""
+
+    token_id: str
+    hop: int
+    value: np.ndarray
+    sender: int | None  # None: originated here, or received sender-anonymously
+
+
+class TokenSlot:
+    """Custody of the tokens of one kind that walk through this node."""
+
+    def __init__(self, kind: str, journal: Journal, outbox: Outbox, *, attempts: int,
+                 anonymous: bool = False) -> None:
+        self._kind = kind
+        self._journal = journal
+        self._outbox = outbox
+        self._delivery = CustodyDelivery(attempts)
+        self._anonymous = anonymous  # sender-anonymous view: the sender is neither logged nor handed on
+        self._lock = asyncio.Lock()
+        self._arrivals: asyncio.Queue[Token] = asyncio.Queue()
+        self._held: dict[str, Token] = {}  # token id -> the token, in custody here and not in transit
+        self._last_hop: dict[str, int] = {}  # token id -> the newest hop seen here, received or forwarded
+        self._taken: set[tuple[str, int]] = set()  # (token id, hop) of every token logged as received
+
+    async def handle(self, sender: int, message: Message) -> None:
+        """The mailbox's handler: take custody of a new hop, acknowledge a copy, refuse a stale one."""
+        token_id, hop = message.id.token_id, message.id.hop
+        if not token_id or hop == 0:
+            raise Refusal("INVALID_ARGUMENT", "a forwarded token carries a token id and a hop from 1")
+        async with self._lock:
+            if (token_id, hop) in self._taken:
+                return
+            last = self._last_hop.get(token_id)
+            if last is not None and hop <= last:
+                # The details leave out the token id (the sender's, of any length; the rejected record has it).
+                raise Refusal("FAILED_PRECONDITION", f"hop {hop} of the token is stale: hop {last} was here")
+            if token_id in self._held:
+                raise Refusal("FAILED_PRECONDITION", f"the token is in custody here at hop {self._held[token_id].hop}")
+            peer = None if self._anonymous else sender
+            await self._journal.write(received_record(peer, message), token_record(token_id, hop, RECEIVED, peer))
+            token = Token(token_id, hop, message.payload, peer)
+            self._taken.add((token_id, hop))
+            self._last_hop[token_id] = hop
+            self._held[token_id] = token
+            self._arrivals.put_nowait(token)
+
+    async def take(self, timeout_s: float) -> Token | None:
+        """The next token to arrive, in arrival order; None if none came within the timeout."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._arrivals.get()
+        except TimeoutError:
+            return None
+
+    def originate(self, token_id: str, value: np.ndarray) -> Token:
+        """Take custody of a new token whose walk starts here (hop 0: nothing was received)."""
+        if token_id in self._last_hop:
+            raise ValueError(f"token {token_id} has already been at this node")
+        token = Token(token_id, 0, value, None)
+        self._last_hop[token_id] = 0
+        self._held[token_id] = token
+        return token
+
+    async def forward(self, peer: int, token: Token, value: np.ndarray, budget_s: float) -> Delivery:
+        """Pass `token`, now carrying `value`, to `peer` as its next hop; it stays here unless `peer` acknowledges."""
+        token_id = token.token_id
+        if self._held.get(token_id) is not token:
+            raise ValueError(f"token {token_id} at hop {token.hop} is not in custody here")
+        hop = token.hop + 1
+        del self._held[token_id]  # in transit: the next holder may send it back before its acknowledgement comes
+        self._last_hop[token_id] = hop
+        await self._journal.write(token_record(token_id, hop, FORWARDED, peer))
+        message = Message(self._kind, MessageId(token_id=token_id, hop=hop), value)
+        delivery = await self._outbox.deliver(peer, message, self._delivery, budget_s)
+        if delivery.delivered:
+            await self._journal.write(token_record(token_id, hop, ACKNOWLEDGED, peer))
+        elif self._last_hop[token_id] == hop:  # nothing newer came back: the token is still ours
+            self._held[token_id] = token
+        return delivery
