@@ -77,3 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           help="seed of the synthetic generator (default: a fresh one, printed)")
     generate.add_argument("--force", action="store_true", help="write into a folder that already holds files")
     generate.set_defaults(handler=_generate_command)
+    # learning_data imports this module's names: importing it at the top would be circular
+    from coordinator_tools.learning_data import register_split
+
+    register_split(data_sub)

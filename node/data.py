@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from node.errors import ConfigError
+from node.learning import Task
 
 SUPPORTED_SUFFIXES = (".json", ".npy", ".npz", ".csv", ".txt")
 
@@ -42,18 +45,25 @@ def load_vector(path: Path, dimension: int) -> np.ndarray:
     return array
 
 
-def load_learning_data(path: Path, dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """A training or test set from NPZ: `x` (m × D features) and `y` (m labels ±1 or targets), checked."""
+def load_learning_data(path: Path, dimension: int, *, task: Task | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A training or test set from NPZ: `x` (m × D features) and `y` (m labels ±1 or targets), checked.
+
+    Any unreadable or malformed file is a one-line ConfigError, so a node refuses it instead of
+    crashing; with `task="logistic"` the labels must be −1 or +1 (what the logistic loss expects).
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: data file not found")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ConfigError(f"{path}: holds a single array, not an NPZ archive of x and y")
+        with archive:
             missing = [name for name in ("x", "y") if name not in archive.files]
             if missing:
                 raise ConfigError(f"{path}: no array {missing[0]!r} (a learning file holds x and y)")
-            x, y = np.asarray(archive["x"], dtype=np.float64), np.asarray(archive["y"], dtype=np.float64)
-    except (ValueError, OSError) as exc:
+            x, y = _real_array(archive, "x", path), _real_array(archive, "y", path)
+    except _UNREADABLE as exc:
         raise ConfigError(f"{path}: cannot read a learning set ({exc})") from None
     if x.ndim != 2 or x.shape[1] != dimension:
         raise ConfigError(f"{path}: features of shape {x.shape}, the topology's dimension is {dimension}")
@@ -61,7 +71,21 @@ def load_learning_data(path: Path, dimension: int) -> tuple[np.ndarray, np.ndarr
         raise ConfigError(f"{path}: {x.shape[0]} examples and {y.size} labels; need as many, at least one")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ConfigError(f"{path}: holds NaN or infinite values")
+    if task == "logistic" and not np.isin(y, (-1.0, 1.0)).all():
+        raise ConfigError(f"{path}: classification labels must be -1 or +1, found {np.setdiff1d(y, (-1.0, 1.0))[0]:g}")
     return x, y
+
+
+# What np.load and reading an archive member raise on a truncated, corrupt or foreign file.
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _real_array(archive: np.lib.npyio.NpzFile, name: str, path: Path) -> np.ndarray:
+    """One archive member as float64; strings, objects or complex numbers are refused, not cast."""
+    array = archive[name]
+    if array.dtype.kind not in "biuf":
+        raise ConfigError(f"{path}: array {name!r} holds {array.dtype} values, not real numbers")
+    return np.asarray(array, dtype=np.float64)
 
 
 def clip_to_ball(value: np.ndarray, radius: float) -> tuple[np.ndarray, bool]:

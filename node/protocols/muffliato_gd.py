@@ -103,7 +103,7 @@ class LocalData:
 
 def load_local_data(path: Path, params: Any) -> LocalData:
     """The node's training share, checked against the published dimension and batch size."""
-    x, y = data.load_learning_data(path, params.dimension)
+    x, y = data.load_learning_data(path, params.dimension, task=params.task)
     if params.batch is not None and params.batch > len(y):
         raise ConfigError(f"{path}: {len(y)} examples, fewer than the minibatch size {params.batch}")
     return LocalData(x, y)
