@@ -8,8 +8,16 @@ barrier exchange in bare gRPC (bench/raw_exchange.py: raw bytes, no validation, 
 which is what a round costs with n processes sharing this machine's cores before netdp
 does anything.
 
-Usage: .venv/bin/python bench/bench_gossip.py [--n 16] [--rounds 30] [--dimension 16]
-Writes bench/results/gossip.json.
+With --source DIR the netdp part (topology, launcher, node processes, log reader) runs from
+another source tree, e.g. a worktree of an older commit: this script runs itself again with
+--netdp-only, DIR (and DIR/proto, where the generated stubs live) first on PYTHONPATH and DIR
+as working directory, since `python -m node.cli` puts the working directory first on the
+import path. --netdp-only prints that part's raw figures as JSON instead of the comparison;
+bench_refactor.py uses it to compare two trees.
+
+Usage: .venv/bin/python bench/bench_gossip.py [--n 16] [--rounds 30] [--dimension 16] [--pings 200]
+       [--source DIR] [--netdp-only]
+Writes bench/results/gossip.json (not with --netdp-only).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,12 +36,13 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+import node
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, prepare_rundir, start_node_process
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import node_data_file, synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, replace_fields, save_topology
+from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,23 +92,22 @@ def raw_round_latencies_ms(topology_path: Path, n: int, rounds: int, out_dir: Pa
     return latencies
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--dimension", type=int, default=16)
-    parser.add_argument("--pings", type=int, default=200)
-    args = parser.parse_args()
-
-    root = Path(tempfile.mkdtemp(prefix="netdp-bench-"))
-    topology = build_topology(
-        generate("hypercube", n=args.n), graph_name="hypercube", run_id="bench-gossip",
-        protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=args.rounds, dimension=args.dimension),
-        addresses=[f"127.0.0.1:{p}" for p in free_loopback_ports(args.n)],
+def bench_topology(n: int, rounds: int, dimension: int) -> Topology:
+    """Synchronous Muffliato on the n-node hypercube, on fresh loopback ports."""
+    return build_topology(
+        generate("hypercube", n=n), graph_name="hypercube", run_id="bench-gossip",
+        protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=rounds, dimension=dimension),
+        addresses=[f"127.0.0.1:{p}" for p in free_loopback_ports(n)],
         network=NetworkParams(round_deadline_s=10.0, startup_deadline_s=120.0),
     )
+
+
+def netdp_figures(n: int, rounds: int, dimension: int, pings: int) -> dict[str, object]:
+    """Run the netdp cluster; ping-pong and round latencies (ms), and the tree the code came from."""
+    root = Path(tempfile.mkdtemp(prefix="netdp-bench-"))
+    topology = bench_topology(n, rounds, dimension)
     save_topology(topology, root / "topology.json")
-    write_node_files(synthetic_values(args.n, args.dimension, 1.0, 0), root / "data")
+    write_node_files(synthetic_values(n, dimension, 1.0, 0), root / "data")
     rundir = root / "run"
     prepare_rundir(root / "topology.json", rundir)
     options = LaunchOptions(sampler="simulation", simulation_seed=0)
@@ -106,24 +115,58 @@ def main() -> None:
     def start(v: int) -> subprocess.Popen:
         return start_node_process(rundir, v, node_data_file(root / "data", v), options)
 
-    early = [start(v) for v in range(args.n - 1)]
-    pings = asyncio.run(ping_pong_ms([topology.address_of(v) for v in range(args.n - 1)], args.pings))
-    last = start(args.n - 1)
+    early = [start(v) for v in range(n - 1)]
+    ping_ms = asyncio.run(ping_pong_ms([topology.address_of(v) for v in range(n - 1)], pings))
+    last = start(n - 1)
     codes = [p.wait(timeout=600) for p in [*early, last]]
     if any(codes):
         sys.exit(f"a node failed: exit codes {codes}")
-    rounds = round_latencies_ms(rundir, args.n)
-    raw_topology = replace_fields(topology, nodes=[
-        {"id": v, "address": f"127.0.0.1:{p}"} for v, p in enumerate(free_loopback_ports(args.n))])
-    save_topology(raw_topology, root / "raw-topology.json")
+    return {"source": str(Path(node.__file__).resolve().parent.parent), "degree": len(topology.neighbours[0]),
+            "ping_ms": ping_ms, "round_ms": round_latencies_ms(rundir, n)}
+
+
+def netdp_figures_from(source: Path, n: int, rounds: int, dimension: int, pings: int) -> dict[str, object]:
+    """netdp_figures with the code of another source tree, in a child process that imports from it."""
+    source = source.resolve()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(source / "proto")])}
+    command = [sys.executable, str(Path(__file__).resolve()), "--netdp-only", "--n", str(n), "--rounds", str(rounds),
+               "--dimension", str(dimension), "--pings", str(pings)]
+    child = subprocess.run(command, cwd=source, env=env, stdout=subprocess.PIPE, check=True, timeout=900)
+    figures = json.loads(child.stdout)
+    if Path(figures["source"]) != source:
+        sys.exit(f"the nodes ran the code of {figures['source']}, not of {source}")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--dimension", type=int, default=16)
+    parser.add_argument("--pings", type=int, default=200)
+    parser.add_argument("--source", type=Path, default=None,
+                        help="source tree whose netdp to run (default: the one this script imports)")
+    parser.add_argument("--netdp-only", action="store_true",
+                        help="only run the netdp cluster and print its latencies as JSON")
+    args = parser.parse_args()
+
+    if args.source is None:
+        netdp = netdp_figures(args.n, args.rounds, args.dimension, args.pings)
+    else:
+        netdp = netdp_figures_from(args.source, args.n, args.rounds, args.dimension, args.pings)
+    if args.netdp_only:
+        print(json.dumps(netdp))
+        return
+    root = Path(tempfile.mkdtemp(prefix="netdp-bench-raw-"))
+    save_topology(bench_topology(args.n, args.rounds, args.dimension), root / "raw-topology.json")
     raw_rounds = raw_round_latencies_ms(root / "raw-topology.json", args.n, args.rounds, root)
 
-    ping_median = statistics.median(pings)
-    round_median = statistics.median(rounds)
+    ping_median = statistics.median(netdp["ping_ms"])
+    round_median = statistics.median(netdp["round_ms"])
     raw_median = statistics.median(raw_rounds)
     result = {
         "n": args.n, "rounds": args.rounds, "dimension": args.dimension,
-        "degree": len(topology.neighbours[0]),
+        "degree": netdp["degree"], "source": netdp["source"],
         "ping_pong_median_ms": ping_median,
         "gossip_round_median_ms": round_median,
         "raw_exchange_round_median_ms": raw_median,
