@@ -49,6 +49,23 @@ def node_data_file(data_dir: Path, node_id: int) -> Path:
     raise ConfigError(f"{data_dir}: no data file for node {node_id} (expected {stem}.json, .npy, .npz or .csv)")
 
 
+def chosen_seed(seed: int | None) -> int:
+    """The seed a user gave (checked), or a fresh one to print: the data can always be made again."""
+    if seed is not None and seed < 0:
+        raise ConfigError(f"--seed must be 0 or more, not {seed}")
+    return secrets.randbits(SEED_BITS) if seed is None else seed
+
+
+def output_folder(out: Path, *, force: bool) -> Path:
+    """A new or empty folder for data files, or one the user allowed us to write into (--force)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(f"{out} is not empty; pass --force to overwrite its data files")
+    return out
+
+
 def _generate_command(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     params = topology.protocol
@@ -56,12 +73,8 @@ def _generate_command(args: argparse.Namespace) -> int:
     if dimension is None or sensitivity is None:
         raise ConfigError(f"{args.topology}: protocol {params.name} publishes no vector dimension and sensitivity "
                           "to generate data for")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise ConfigError(f"{out} is not empty; pass --force to overwrite its data files")
-    seed = secrets.randbits(SEED_BITS) if args.seed is None else args.seed
+    seed = chosen_seed(args.seed)
+    out = output_folder(args.out, force=args.force)
     write_node_files(synthetic_values(topology.n, dimension, sensitivity, seed), out)
     print(f"wrote {topology.n} data files to {out} (seed {seed}; pass --seed {seed} to make them again)")
     return 0

@@ -23,7 +23,6 @@ import dataclasses
 import io
 import math
 import re
-import secrets
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -31,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn import datasets as sklearn_datasets
 
-from coordinator_tools.datasets import NODE_FILE_PATTERN, SEED_BITS
+from coordinator_tools.datasets import NODE_FILE_PATTERN, chosen_seed, output_folder
 from node.data import SUPPORTED_SUFFIXES, load_learning_data
 from node.errors import ConfigError
 from node.learning import Task as Loss
@@ -389,8 +388,7 @@ def split_dataset(name: str, topology: Topology, *, seed: int, partition: Partit
 
 def _split_command(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
-    if args.seed is not None and args.seed < 0:
-        raise ConfigError(f"--seed must be 0 or more, not {args.seed}")
+    seed = chosen_seed(args.seed)
     for flag, value in (("--size", args.size), ("--dimension", args.dimension)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be at least 1, not {value}")
@@ -403,12 +401,7 @@ def _split_command(args: argparse.Namespace) -> int:
     skew = (DEFAULT_SKEW if args.skew is None else args.skew) if args.partition == "label-skew" else None
     if skew is not None and not (math.isfinite(skew) and skew > 0.0):
         raise ConfigError(f"--skew is a Dirichlet concentration, a positive number, not {skew}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise ConfigError(f"{out} is not empty; pass --force to overwrite its data files")
-    seed = secrets.randbits(SEED_BITS) if args.seed is None else args.seed
+    out = output_folder(args.out, force=args.force)
     options = SourceOptions(size=args.size, dimension=args.dimension, label_noise=args.label_noise,
                             noise_std=args.noise_std, target=args.target, task=args.task)
     shares, test, info, labels = split_dataset(args.dataset, topology, seed=seed, partition=args.partition,

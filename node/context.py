@@ -20,7 +20,7 @@ from node.mailboxes import exchange_desk as kinds
 from node.mailboxes.exchange_desk import ExchangeDesk
 from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
-from node.mailboxes.token_slot import TokenSlot
+from node.mailboxes.token_slot import AdmitRule, TokenSlot
 from node.message import GOSSIP, IdScheme, Message
 from node.noise import GaussianSampler
 from node.receiver import Handler, Receiver
@@ -104,10 +104,11 @@ class ProtocolContext:
         self.on(kind, mailbox.handle, scheme="sequence", payload=True)
         return mailbox
 
-    def token_slot(self, kind: str, *, anonymous: bool = False) -> TokenSlot:
-        """Custody of the tokens of `kind` walking through this node; `anonymous`: a sender-anonymous view."""
+    def token_slot(self, kind: str, *, anonymous: bool = False, admit: AdmitRule | None = None) -> TokenSlot:
+        """Custody of the tokens of `kind` walking through this node; `anonymous`: a sender-anonymous view;
+        `admit`: the protocol's rule for which sender may pass which hop (it raises Refusal)."""
         slot = TokenSlot(kind, self.journal, self._outbox, attempts=self.network.send_attempts,
-                         anonymous=anonymous)
+                         anonymous=anonymous, admit=admit)
         self.on(kind, slot.handle, scheme="hop", payload=True)
         return slot
 

@@ -55,13 +55,18 @@ class MessageId:
 
     def fill(self, target: IdFields) -> None:
         """Write the id into an envelope or a log record."""
-        for name in (f.name for f in fields(self)):
+        for name in ID_FIELDS:
             setattr(target, name, getattr(self, name))
 
     def outside(self, scheme: IdScheme) -> list[str]:
         """The fields this id sets that `scheme` does not use."""
         allowed = SCHEME_FIELDS[scheme]
-        return [f.name for f in fields(self) if f.name not in allowed and getattr(self, f.name) != f.default]
+        return [name for name in ID_FIELDS if name not in allowed and getattr(self, name) != getattr(UNSET, name)]
+
+
+# Every message is stamped and checked field by field: the names are looked up once, not per message.
+ID_FIELDS = tuple(f.name for f in fields(MessageId))
+UNSET = MessageId()
 
 
 def kind_of(source: IdFields) -> str:

@@ -16,7 +16,7 @@ from the graph (`transition_row`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -29,14 +29,18 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from node.mixing import edge_weights, metropolis_weight
+from node.protocols import ring_sum, walk_sum
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.ring_sum import RingSumParams
+from node.protocols.walk_sum import WalkSumParams
 from node.schema import load_model, save_model
 
 Weighting = Literal["metropolis", "min_degree", "explicit"]
 # The protocol block of a topology: one Params model per protocol, chosen by its `name`.
-ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams, Field(discriminator="name")]
+ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams | RingSumParams | WalkSumParams,
+                          Field(discriminator="name")]
 GraphShape = Literal["undirected", "directed", "erdos_renyi"]
 # The graph shapes each protocol runs on, checked when a topology is loaded, so that a
 # protocol never starts on a graph it cannot use. Every protocol of the union has an entry.
@@ -44,6 +48,13 @@ PROTOCOL_GRAPHS: dict[str, frozenset[GraphShape]] = {
     "muffliato": frozenset({"undirected"}),
     "muffliato-async": frozenset({"undirected"}),
     "muffliato-gd": frozenset({"undirected", "erdos_renyi"}),
+    "ring-sum": frozenset({"undirected", "directed"}),
+    "walk-sum": frozenset({"undirected"}),
+}
+# Protocols that need one graph of their shape in particular: a check that raises ValueError saying why not.
+PROTOCOL_GRAPH_RULES: dict[str, Callable[[Topology], None]] = {
+    "ring-sum": ring_sum.check_graph,
+    "walk-sum": walk_sum.check_graph,
 }
 FORMAT_VERSION = 1
 ROW_SUM_TOLERANCE = 1e-9
@@ -208,6 +219,8 @@ class Topology(BaseModel):
         if self.graph_shape not in shapes:
             raise ValueError(f"protocol {self.protocol.name!r} runs on {' or '.join(sorted(shapes))} graphs; "
                              f"this graph is {self.graph_shape.replace('_', '-')}")
+        if self.protocol.name in PROTOCOL_GRAPH_RULES:
+            PROTOCOL_GRAPH_RULES[self.protocol.name](self)
         if getattr(self.protocol, "accelerated", False) and self.spectral_gap is None:
             raise ValueError("Chebyshev acceleration needs the spectral gap of a fixed undirected graph; "
                              "use plain gossip (--plain) with a graph drawn per step")

@@ -5,21 +5,24 @@ then calls `account_model`, so planned and realized runs of every protocol get t
 columns:
 * paper: the protocol's closed form as a per-pair Gaussian μ; its ε through RDP (the tight
   conversion of the per-pair Gaussian curve, or the classic one at α with ``conversion="paper"``);
+  a closed form stated in (ε, δ) only (the token walks' theorems) comes as a `ClosedForm`;
 * exact: the whole view as a Gaussian mechanism, ε by the exact Gaussian profile;
 * local-DP and central-DP baselines at the same noise;
-* empirical: the distinguishing attack, on the pairs asked for.
+* empirical: the distinguishing attack, on the pairs asked for (or a column the protocol's
+  accountant computed itself: learning runs use the one-run canary audit of `canary`).
 The invariants between the columns are checked by `checks`, not here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, Required, TypedDict
 
 import numpy as np
 
 from coordinator_tools.audit import attack
-from coordinator_tools.audit.baselines import central_dp, local_dp
+from coordinator_tools.audit.baselines import central_dp, local_dp, local_dp_sources
 from coordinator_tools.audit.conversion import (
     Conversion,
     gaussian_epsilon,
@@ -33,6 +36,14 @@ from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.views import observer_views
 
 AttackPairs = Literal["all"] | Sequence[attack.Pair] | None
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """A paper bound that is no per-pair Gaussian: its RDP at α (NaN: it states none) and its ε at δ, [u, v]."""
+
+    rdp: np.ndarray
+    eps: np.ndarray
 
 
 class AccountingOptions(TypedDict, total=False):
@@ -52,7 +63,7 @@ class AccountingOptions(TypedDict, total=False):
 
 def account_model(
     model: LinearGaussianModel,
-    paper_sum: np.ndarray,
+    paper_sum: np.ndarray | ClosedForm,
     *,
     sigma: float,
     sensitivity: float,
@@ -66,36 +77,52 @@ def account_model(
     exact_method: Method = "auto",
     notes: Sequence[str] = (),
     geometry: ViewGeometry | None = None,
-    releases: int = 1,
+    releases: float | np.ndarray = 1,
     paper_corrected_sum: np.ndarray | None = None,
+    empirical_eps_lower: np.ndarray | None = None,
 ) -> PairwiseLosses:
     """All pairwise losses at noise σ, sensitivity Δ, order α, δ.
 
     `paper_sum` is the paper bound's σ-free factor [u, v]: its RDP is α (Δ/σ)² paper_sum / 2
-    (`paper_corrected_sum` likewise, for protocols that have a corrected closed form).
+    (`paper_corrected_sum` likewise, for protocols that have a corrected closed form), or the
+    bound's own columns when it is no Gaussian (its note among `notes`).
     `geometry` replaces the projection of `model` when the protocol computes the exact σ-free
     factor itself (many contributions per node: a sensitivity over all of them); `model`
     still serves the attack. `releases` is how many noisy contributions of u the local-DP and
-    central baselines see.
+    central baselines see: one count for every source, or one per source (token walks: the
+    local-DP baseline is then the worst source's and every pair gets its source's own, the
+    central one releases the mean count). `empirical_eps_lower` is an empirical column computed
+    elsewhere ([u, v], NaN where no pair was audited; its note among `notes`), instead of the attack.
     """
     if alpha <= 1:
         raise ValueError(f"Renyi order must exceed 1, got {alpha}")
-    mu_paper = np.sqrt(squared_mu(paper_sum, sigma=sigma, sensitivity=sensitivity))
+    if isinstance(paper_sum, ClosedForm):
+        paper_rdp, paper_eps = paper_sum.rdp, paper_sum.eps
+    else:
+        mu_paper = np.sqrt(squared_mu(paper_sum, sigma=sigma, sensitivity=sensitivity))
+        paper_rdp = gaussian_rdp(mu_paper, alpha)
+        paper_eps = gaussian_rdp_epsilon(mu_paper, delta, alpha=alpha, conversion=conversion)
     if geometry is None:
         geometry = view_geometry(model, threat_model, method=exact_method)
     mu_lower, mu_upper = exact_mu(geometry, sigma=sigma, sensitivity=sensitivity)
-    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta, releases=releases)
+    counts = np.asarray(releases, dtype=float)
+    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta, releases=float(np.max(counts)))
     central = central_dp(n=model.n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
-                         releases=releases)
+                         releases=float(np.mean(counts)))
+    ldp_sources = (None, None) if counts.ndim == 0 else local_dp_sources(
+        counts, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
     corrected = None
     if paper_corrected_sum is not None:
         mu_corrected = np.sqrt(squared_mu(paper_corrected_sum, sigma=sigma, sensitivity=sensitivity))
         corrected = (gaussian_rdp(mu_corrected, alpha),
                      gaussian_rdp_epsilon(mu_corrected, delta, alpha=alpha, conversion=conversion))
-    notes = [*notes, f"paper (eps, delta) by the {conversion} RDP conversion; exact by the exact Gaussian profile"]
-    empirical = None
+    paper_note = "" if isinstance(paper_sum, ClosedForm) else f"paper (eps, delta) by the {conversion} RDP conversion; "
+    notes = [*notes, f"{paper_note}exact by the exact Gaussian profile"]
+    empirical = empirical_eps_lower
     if attack_pairs is not None:
-        pairs = _all_pairs(model, threat_model) if attack_pairs == "all" else attack_pairs
+        if empirical is not None:
+            raise ValueError("pass attack_pairs or a precomputed empirical column, not both")
+        pairs = all_pairs(model, threat_model) if attack_pairs == "all" else attack_pairs
         results = attack.attack_pairs(
             model, pairs, sigma=sigma, sensitivity=sensitivity, delta=delta, runs=attack_runs,
             threat_model=threat_model, rng_seed=rng_seed,
@@ -110,8 +137,8 @@ def account_model(
         sigma=sigma,
         sensitivity=sensitivity,
         threat_model=threat_model,
-        paper_rdp=gaussian_rdp(mu_paper, alpha),
-        paper_eps=gaussian_rdp_epsilon(mu_paper, delta, alpha=alpha, conversion=conversion),
+        paper_rdp=paper_rdp,
+        paper_eps=paper_eps,
         exact_rdp=gaussian_rdp(mu_lower, alpha),
         exact_eps=gaussian_epsilon(mu_lower, delta),
         exact_rdp_upper=gaussian_rdp(mu_upper, alpha),
@@ -126,10 +153,12 @@ def account_model(
         empirical_eps_lower=empirical,
         paper_corrected_rdp=None if corrected is None else corrected[0],
         paper_corrected_eps=None if corrected is None else corrected[1],
+        ldp_source_rdp=ldp_sources[0],
+        ldp_source_eps=ldp_sources[1],
         notes=notes,
     )
 
 
-def _all_pairs(model: LinearGaussianModel, threat_model: ThreatModel) -> list[attack.Pair]:
+def all_pairs(model: LinearGaussianModel, threat_model: ThreatModel) -> list[attack.Pair]:
     """Every accounted pair (u, v): u a source of v's view."""
     return [(u, v) for v, view in enumerate(observer_views(model, threat_model)) for u in view.sources()]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import beta
 
-from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.core import RANGE_RTOL, LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.views import ObserverView, observer_view
 
@@ -71,7 +71,7 @@ def attack_pairs(
         outsiders = set(sources) - set(view.sources())
         if outsiders:
             raise ValueError(f"nodes {sorted(outsiders)} are not sources for observer {v}")
-        column, signal, noise_map, reconstruct = _linear_view(model, view)
+        column, signal, noise_map, reconstruct = linear_view(model, view)
         block = max(1, SCORE_BUDGET // runs)
         for start in range(0, len(sources), block):
             chunk = sources[start : start + block]
@@ -112,20 +112,27 @@ def clopper_pearson(successes: np.ndarray, trials: int) -> tuple[np.ndarray, np.
     return lower, upper
 
 
-def _linear_view(
+def linear_view(
     model: LinearGaussianModel, view: ObserverView
 ) -> tuple[dict[int, int], np.ndarray, np.ndarray, np.ndarray]:
     """(column of each source, signal A e_u per column, noise map B S, score rows per column).
 
     One draw per input: the columns are the hidden z columns, A = B = K and the scores are
-    K⁺'s rows. Otherwise: the columns are the sources and the scores (A e_u)ᵀ (B S² Bᵀ)⁺.
+    K⁺'s rows. Otherwise: the columns are the sources and the scores (A e_u)ᵀ (B S² Bᵀ)⁺, except
+    where A e_u leaves the noise's range (the view pins x_u down, an infinite exact loss): the
+    score is then the part of A e_u the noise never reaches, exactly 0 under H0.
     """
     if model.shared:
         rows = view.rows(model.inputs)
         reconstruct = np.linalg.pinv(rows) if rows.size else np.zeros((rows.shape[1], 0))
         return {k: i for i, k in enumerate(view.hidden)}, rows, rows, reconstruct
     signal, noise_map = view.matrices(model)
-    reconstruct = signal.T @ np.linalg.pinv(noise_map @ noise_map.T) if signal.size else signal.T
+    if not signal.size:
+        return {u: i for i, u in enumerate(view.sources())}, signal, noise_map, signal.T
+    reconstruct = signal.T @ np.linalg.pinv(noise_map @ noise_map.T)
+    residual = signal - noise_map @ np.linalg.lstsq(noise_map, signal, rcond=None)[0]
+    exposed = np.linalg.norm(residual, axis=0) > RANGE_RTOL * np.linalg.norm(signal, axis=0)
+    reconstruct[exposed] = residual[:, exposed].T
     return {u: i for i, u in enumerate(view.sources())}, signal, noise_map, reconstruct
 
 

@@ -44,8 +44,14 @@ class Check:
 
 
 def paper_undercounts(losses: PairwiseLosses) -> list[tuple[int, int]]:
-    """Ordered pairs (u, v) whose paper bound is below the exact loss (standard-tolerance end)."""
-    below = losses.paper_rdp < losses.exact_rdp * (1.0 - RTOL) - ATOL
+    """Ordered pairs (u, v) whose paper bound is below the exact loss (standard-tolerance end).
+
+    Compared in RDP; a closed form stated in (ε, δ) only (no RDP) is compared in ε.
+    """
+    eps_only = np.isnan(losses.paper_rdp)
+    paper = np.where(eps_only, losses.paper_eps, losses.paper_rdp)
+    exact = np.where(eps_only, losses.exact_eps, losses.exact_rdp)
+    below = paper < exact * (1.0 - RTOL) - ATOL
     return [(int(u), int(v)) for u, v in zip(*np.nonzero(below))]
 
 
@@ -73,14 +79,14 @@ def empirical_below_exact(losses: PairwiseLosses) -> Check:
 
 def exact_below_ldp(losses: PairwiseLosses) -> Check:
     """No view can reveal more than u's own noisy value does (the local-DP loss)."""
-    ldp = np.full_like(losses.exact_rdp, losses.ldp_rdp)
-    above = _exceeds(losses.exact_rdp, ldp) | _exceeds(losses.exact_eps, np.full_like(ldp, losses.ldp_eps))
+    ldp = losses.ldp_pairs("rdp")
+    above = _exceeds(losses.exact_rdp, ldp) | _exceeds(losses.exact_eps, losses.ldp_pairs("eps"))
     return _pairwise_check("exact <= LDP", above, losses.exact_rdp, ldp, passed=f"all {_count(losses)} pairs")
 
 
 def reconstructable_is_ldp(losses: PairwiseLosses) -> Check:
     """Where v can solve for u's noisy input, its loss is exactly the local-DP loss."""
-    ldp = np.full_like(losses.exact_rdp_upper, losses.ldp_rdp)
+    ldp = losses.ldp_pairs("rdp")
     off = losses.reconstructable & ~np.isclose(losses.exact_rdp_upper, ldp, rtol=RECONSTRUCTION_RTOL, atol=ATOL)
     count = int(np.count_nonzero(losses.reconstructable))
     return _pairwise_check("exact = LDP where v reconstructs u", off, losses.exact_rdp_upper, ldp,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from coordinator_tools.audit import attack
+from coordinator_tools.audit import attack, canary
 from coordinator_tools.audit.checks import loss_checks, replay_checks
 from coordinator_tools.audit.conversion import Conversion
 from coordinator_tools.audit.figures import write_figures
@@ -45,7 +45,7 @@ class AuditOptions:
     observer_knows_own_noise: bool = True
     conversion: Conversion = "tight"
     attack_pairs: AttackPairs = "auto"
-    attack_runs: int = attack.DEFAULT_RUNS
+    attack_runs: int | None = None  # None: the protocol's attack's default
     attack_seed: int | None = None
     with_private_logs: bool = False
     data: Path | None = None  # learning runs: the data folder, for the utility block (test mode)
@@ -60,12 +60,13 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     replay = replay_run(rundir, with_private_logs=options.with_private_logs)
     auditor, run = replay.auditor, replay.realized
     accounting = _accounting(replay, options)
+    runs = {} if options.attack_runs is None else {"attack_runs": options.attack_runs}
     losses = auditor.account(
         run,
         **accounting,
         attack_pairs=_resolve_attack_pairs(options.attack_pairs, run.n),
-        attack_runs=options.attack_runs,
         rng_seed=options.attack_seed,
+        **runs,
     )
     checks = loss_checks(losses, recompute=lambda sigma: auditor.account(run, **{**accounting, "sigma": sigma}))
     checks += replay_checks(replay)
@@ -136,8 +137,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--attack-pairs", type=parse_attack_pairs, default="auto", metavar="auto|all|none|u:v,u:v",
                         help=f"pairs (source:observer) to attack; auto (default): all when n <= {AUTO_ATTACK_MAX_N}, "
                         "else none")
-    parser.add_argument("--attack-runs", type=int, default=attack.DEFAULT_RUNS,
-                        help=f"replays of the transcript per hypothesis and pair (default {attack.DEFAULT_RUNS})")
+    parser.add_argument("--attack-runs", type=int,
+                        help=f"averaging protocols: replays of the transcript per hypothesis and pair (default "
+                        f"{attack.DEFAULT_RUNS}); learning protocols: canaries per source node in the one-run canary "
+                        f"audit (default {canary.DEFAULT_CANARIES})")
     parser.add_argument("--attack-seed", type=int, help="seed of the attack's simulated noise (reproducibility)")
     parser.add_argument("--with-private-logs", action="store_true",
                         help="test/experiment mode: also read private logs and check that the transcript "

@@ -3,12 +3,14 @@
 * loss vs hop distance: mean with min-max bars per distance, paper vs exact (vs empirical)
   against the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a);
 * the pair heatmap of the exact loss, source u by observer v;
-* each observer's mean loss (1/n) sum_u against the LDP and central baselines.
+* each observer's mean loss (1/n) sum_u against the LDP and central baselines;
+* a learning run's utility and schedule comparison, when the report has them (`learning_figures`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
+from coordinator_tools.audit.learning_figures import LEARNING_FIGURES, learning_drawers  # noqa: E402
 from coordinator_tools.audit.report import flat_pair  # noqa: E402
 
 FIGURES = {
@@ -38,15 +41,17 @@ OFFSET = 0.08
 
 
 def write_figures(report: Mapping[str, object], out_dir: Path) -> dict[str, Path]:
-    """Draw every figure into out_dir; return {figure name: path}."""
+    """Draw every figure the report has data for into out_dir; return {figure name: path}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     columns = _pair_columns(report)
-    drawers = {"loss_vs_hops": _loss_vs_hops, "pair_heatmap": _pair_heatmap, "node_means": _node_means}
+    drawers = {name: partial(draw, report, columns) for name, draw in
+               (("loss_vs_hops", _loss_vs_hops), ("pair_heatmap", _pair_heatmap), ("node_means", _node_means))}
+    drawers.update(learning_drawers(report))
     paths = {}
     for name, draw in drawers.items():
-        figure = draw(report, columns)
-        paths[name] = out_dir / FIGURES[name]
+        figure = draw()
+        paths[name] = out_dir / {**FIGURES, **LEARNING_FIGURES}[name]
         figure.savefig(paths[name], dpi=DPI, bbox_inches="tight")
         plt.close(figure)
     return paths

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+from coordinator_tools.audit.learning_figures import side_label
 from coordinator_tools.audit.report import PAIRS_FILE, REPORT_FILE, format_number, worst_observers
 
 PAGE_FILE = "index.html"
@@ -28,6 +29,10 @@ FIGURE_CAPTIONS = {
     "loss_vs_hops": "Loss against hop distance: mean with min-max bars over pairs, against the baselines.",
     "pair_heatmap": "Exact loss of every pair (source u by observer v).",
     "node_means": "Each observer's mean loss (1/n) sum over u, against the baselines.",
+    "utility": "Test metric over steps: netdp against a trusted aggregator with the same noise (central) and "
+               "local DP (like Muffliato Fig. 1c).",
+    "schedule_spread": "Pairwise exact epsilon of the run's schedule (realized) against the other schedule, "
+                       "planned ex ante on the same nodes, steps and noise (like Muffliato Fig. 1b).",
 }
 
 
@@ -44,6 +49,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         _replay_section(report),
         "<h2>Summary</h2>",
         _summary_table(report),
+        _learning_section(report),
         "<h2>Figures</h2>",
         *(_figure(name, path, out_dir) for name, path in figures.items()),
         "<h2>Threat model</h2>",
@@ -85,13 +91,19 @@ def _run_table(report: Mapping[str, object]) -> str:
 
 
 def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
-    """The schedule in a line or two: rounds and messages (synchronous) or exchanges (randomized)."""
+    """The schedule in a line or two: rounds and messages (synchronous), exchanges (randomized) or token hops."""
     run = report["run"]
     if "rounds" in run:
         return {"rounds (accelerated)" if run["accelerated"] else "rounds": run["rounds"],
                 "messages used / planned": f"{run['messages_used']} / {run['messages_planned']}"}
     if "schedules" in run:
         return {"simulated schedules (ex ante)": run["schedules"], "mean exchanges": f"{run['mean_exchanges']:g}"}
+    if "walks" in run:
+        return {"simulated walks (ex ante)": run["walks"], "contributions": run["contributions_planned"]}
+    if "contributions" in run:
+        return {"contributions made / planned (noisy)":
+                f"{run['contributions']} / {run['contributions_planned']} ({run['noisy_contributions']})",
+                "visits per node": ", ".join(map(str, run["visits"]))}
     exchanges = report.get("exchanges", {})
     return {
         "exchanges committed / half-applied / declined / aborted": " / ".join(
@@ -145,6 +157,27 @@ def _summary_table(report: Mapping[str, object]) -> str:
         f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {len(report['pairs'])} pairs "
         "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
     ])
+
+
+def _learning_section(report: Mapping[str, object]) -> str:
+    """A learning run's final utility against its baselines, and the spread of losses per schedule."""
+    parts = []
+    utility = report.get("utility")
+    if utility:
+        rows = [(escape(name), _number(utility[name][-1])) for name in ("netdp", "central", "local")]
+        parts += [f"<p>Test {escape(utility['metric'])} after step {utility['steps'][-1]} "
+                  f"({utility['test_examples']} test examples; {escape(utility['baselines'])}); "
+                  f"the starting model theta = 0 scores {_number(utility['initial'])}.</p>",
+                  _table(("model", escape(utility["metric"])), rows)]
+    comparison = (report.get("learning") or {}).get("schedule_comparison")
+    if comparison:
+        sides = (comparison["realized"], comparison["planned"])
+        rows = [(escape(side_label(side)), *(_number(side["eps"][key]) for key in ("mean", "std", "min", "max")))
+                for side in sides]
+        parts += [f"<p>Spread of the pairwise loss ({escape(comparison['eps'])}): the run as it happened "
+                  "(realized) against the other schedule, planned.</p>",
+                  _table(("schedule", "mean", "std", "min", "max"), rows)]
+    return "\n".join(["<h2>Learning</h2>", *parts]) if parts else ""
 
 
 def _figure(name: str, path: Path, out_dir: Path) -> str:

@@ -8,6 +8,7 @@ Units are explicit in the names: ``*_rdp`` is a Renyi divergence at order ``alph
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class PairwiseLosses:
     reconstructable: np.ndarray  # bool: v can solve for u's noisy input exactly
     ill_conditioned: np.ndarray  # bool: the tolerance changed the answer
     exact_method: str  # "rational" or "float-interval"
-    # Baselines at the same noise.
+    # Baselines at the same noise (ldp: the worst source's, where sources differ).
     ldp_rdp: float
     ldp_eps: float
     central_rdp: float
@@ -60,8 +61,18 @@ class PairwiseLosses:
     # A protocol's corrected closed form, where it has one (Muffliato-GD: later steps counted).
     paper_corrected_rdp: np.ndarray | None = None
     paper_corrected_eps: np.ndarray | None = None
+    # Where sources make different numbers of noisy contributions (token walks): each source u's own
+    # local-DP loss, arrays [u]; None means every source has the baseline's.
+    ldp_source_rdp: np.ndarray | None = None
+    ldp_source_eps: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
         return self.paper_rdp.shape[0]
+
+    def ldp_pairs(self, unit: Literal["rdp", "eps"]) -> np.ndarray:
+        """The local-DP loss of every pair [u, v]: what seeing all of u's noisy contributions reveals."""
+        per_source = self.ldp_source_rdp if unit == "rdp" else self.ldp_source_eps
+        value = np.asarray(per_source, dtype=float)[:, None] if per_source is not None else getattr(self, f"ldp_{unit}")
+        return np.broadcast_to(value, (self.n, self.n)).astype(float)

@@ -2,7 +2,10 @@
 
 A plan is the audit of a planned schedule (every node completes every round, nobody drops)
 or, for randomized schedules, of simulated ones, so planned and realized runs are accounted
-by the same code and reported in the same schema. Calibration finds the smallest σ whose
+by the same code and reported in the same schema. Simulated schedules are reported as their
+mixture (`mixture_losses`): the loss of an observer who learns which schedule ran, an upper
+bound on one who does not (post-processing): RDP (1/(α−1)) log E exp((α−1)·rdp), and the
+exact (ε, δ) from the schedule-averaged Gaussian privacy profile. Calibration finds the smallest σ whose
 loss meets a target ε at δ, either by Muffliato's comparison rule (ε̄ = max over observers v
 of (1/n) Σ_u ε_{u→v}) or for the worst pair. It bisects on σ, which is sound because every
 loss the planners calibrate decreases in σ (μ = (Δ/σ)·√p, p does not depend on σ). The
@@ -11,14 +14,24 @@ baselines are calibrated to the same target by the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from coordinator_tools.audit.conversion import Conversion, gaussian_epsilon, squared_mu
+from coordinator_tools.audit.baselines import central_dp, local_dp
+from coordinator_tools.audit.conversion import (
+    Conversion,
+    gaussian_epsilon,
+    gaussian_mixture_epsilon,
+    gaussian_rdp,
+    mixture_rdp,
+    squared_mu,
+)
+from coordinator_tools.audit.exact import ViewGeometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from node.errors import ConfigError
 
 if TYPE_CHECKING:
     from coordinator_tools.audit.protocols.base import RealizedRun
@@ -80,6 +93,7 @@ def calibrate_sigma(geometry: np.ndarray, *, sensitivity: float, delta: float, t
     `geometry` is p = ‖Π_v e_u‖² per pair [u, v] (NaN where not accounted); the loss of each
     distinct p is computed once per step, so symmetric graphs calibrate fast.
     """
+    _reachable(geometry, target)
     values, inverse = np.unique(geometry, return_inverse=True)
 
     def loss(sigma: float) -> float:
@@ -87,6 +101,25 @@ def calibrate_sigma(geometry: np.ndarray, *, sensitivity: float, delta: float, t
         return summarize(gaussian_epsilon(mu, delta)[inverse].reshape(geometry.shape), target.rule)
 
     return smallest_sigma(loss, sensitivity=sensitivity, target=target)
+
+
+def calibrate_mixture_sigma(geometries: np.ndarray, *, sensitivity: float, delta: float, target: Target) -> float:
+    """Smallest σ whose ex-ante exact loss over simulated schedules (p per pair, schedules on axis 0) meets `target`."""
+    _reachable(geometries, target)
+
+    def loss(sigma: float) -> float:
+        mu = np.sqrt(squared_mu(geometries, sigma=sigma, sensitivity=sensitivity))
+        return summarize(gaussian_mixture_epsilon(mu, delta), target.rule)
+
+    return smallest_sigma(loss, sensitivity=sensitivity, target=target)
+
+
+def _reachable(geometry: np.ndarray, target: Target) -> None:
+    """No σ meets a target when a view pins an input down without noise (p = ∞: a token seen around bare hops)."""
+    if np.any(np.isinf(geometry)):
+        u, v = (int(x[0]) for x in np.nonzero(np.isinf(geometry))[-2:])
+        raise ConfigError(f"no sigma meets eps <= {target.epsilon:g}: node {v}'s view pins node {u}'s input down "
+                          "whatever the noise")
 
 
 def smallest_sigma(loss: Callable[[float], float], *, sensitivity: float, target: Target) -> float:
@@ -103,10 +136,12 @@ def smallest_sigma(loss: Callable[[float], float], *, sensitivity: float, target
     return high
 
 
-def baseline_sigmas(n: int, *, sensitivity: float, delta: float, target: Target) -> dict[str, float]:
-    """σ the local-DP and central-DP baselines need for the same target."""
+def baseline_sigmas(n: int, *, sensitivity: float, delta: float, target: Target,
+                    releases: int = 1) -> dict[str, float]:
+    """σ the local-DP and central-DP baselines need for the same target, each noisy release composed `releases` times."""
     return {
-        name: calibrate_sigma(_constant_geometry(n, value), sensitivity=sensitivity, delta=delta, target=target)
+        name: calibrate_sigma(_constant_geometry(n, releases * value), sensitivity=sensitivity, delta=delta,
+                              target=target)
         for name, value in (("ldp", 1.0), ("central", 1.0 / n))
     }
 
@@ -116,3 +151,64 @@ def _constant_geometry(n: int, value: float) -> np.ndarray:
     geometry = np.full((n, n), value)
     np.fill_diagonal(geometry, np.nan)
     return geometry
+
+
+def mixture_losses(
+    geometries: Sequence[ViewGeometry],
+    paper: tuple[np.ndarray, np.ndarray],
+    *,
+    sigma: float,
+    sensitivity: float,
+    alpha: float,
+    delta: float,
+    threat_model: ThreatModel,
+    notes: Sequence[str],
+    releases: np.ndarray | None = None,
+) -> PairwiseLosses:
+    """The ex-ante columns of K equally likely simulated schedules, their geometries along axis 0.
+
+    `paper` is the paper column (rdp, eps), already ex ante. `releases` [k, u] counts each
+    source's noisy contributions per schedule (token walks): each source's local-DP loss is then
+    the mixture of its own; None means one contribution per source in every schedule.
+    """
+    n = geometries[0].lower.shape[0]
+
+    def mus(values: np.ndarray) -> np.ndarray:
+        return np.sqrt(squared_mu(values, sigma=sigma, sensitivity=sensitivity))
+
+    lower, upper = (mus(np.stack([getattr(g, end) for g in geometries])) for end in ("lower", "upper"))
+    ldp_sources: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    if releases is None:
+        ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+        central = central_dp(n=n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
+        ldp_rdp, ldp_eps = ldp.rdp, ldp.eps
+    else:
+        sources = mus(np.asarray(releases, dtype=float))
+        ldp_sources = (mixture_rdp(gaussian_rdp(sources, alpha), alpha), gaussian_mixture_epsilon(sources, delta))
+        ldp_rdp, ldp_eps = float(np.max(ldp_sources[0])), float(np.max(ldp_sources[1]))
+        central = central_dp(n=n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
+                             releases=float(np.mean(releases)))
+    return PairwiseLosses(
+        alpha=alpha,
+        delta=delta,
+        sigma=sigma,
+        sensitivity=sensitivity,
+        threat_model=threat_model,
+        paper_rdp=paper[0],
+        paper_eps=paper[1],
+        exact_rdp=mixture_rdp(gaussian_rdp(lower, alpha), alpha),
+        exact_eps=gaussian_mixture_epsilon(lower, delta),
+        exact_rdp_upper=mixture_rdp(gaussian_rdp(upper, alpha), alpha),
+        exact_eps_upper=gaussian_mixture_epsilon(upper, delta),
+        reconstructable=np.all([g.reconstructable for g in geometries], axis=0),
+        ill_conditioned=np.any([g.ill_conditioned for g in geometries], axis=0),
+        exact_method=geometries[0].method,
+        ldp_rdp=ldp_rdp,
+        ldp_eps=ldp_eps,
+        central_rdp=central.rdp,
+        central_eps=central.eps,
+        ldp_source_rdp=ldp_sources[0],
+        ldp_source_eps=ldp_sources[1],
+        notes=[*notes, f"ex ante: mixture over {len(geometries)} simulated schedules; exact by the averaged "
+                       "Gaussian profile"],
+    )

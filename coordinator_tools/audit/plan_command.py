@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pairwise privacy loss of a planned run, T_stop, and the noise a target loss needs",
         description="Account the run TOPO describes before it happens (paper bound, exact loss of each whole "
         "view, local-DP and central-DP baselines): synchronous Muffliato as if every node completed every round "
-        "(with Muffliato's T_stop), randomized Muffliato ex ante over simulated schedules. With a target, find "
+        "(with Muffliato's T_stop), randomized Muffliato ex ante over simulated schedules, ring-sum on its fixed "
+        "path, walk-sum ex ante over simulated walks. With a target, find "
         "the smallest sigma that meets it. Options left out take the topology's values. Writes OUT (the audit "
         "report's schema) and a per-pair CSV beside it.",
     )
@@ -38,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="muffliato: plain gossip")
     mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="muffliato: Chebyshev gossip")
     parser.add_argument("--schedules", type=_positive_int,
-                        help="muffliato-async: simulated schedules to average over (default 20)")
-    parser.add_argument("--seed", type=int, help="muffliato-async: seed of the simulated schedules (default 0)")
+                        help="muffliato-async, walk-sum: simulated schedules or walks to average over (default 20)")
+    parser.add_argument("--seed", type=int,
+                        help="muffliato-async, walk-sum: seed of the simulated schedules or walks (default 0)")
     parser.add_argument("--sigma", type=_non_negative, help="noise std each node adds once")
     parser.add_argument("--sensitivity", type=_positive, help="l2 sensitivity Delta of a node's input")
     parser.add_argument("--alpha", type=_order, help="Renyi order of the RDP columns")

@@ -54,9 +54,12 @@ class ObserverView:
         inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
         norms = np.sqrt(np.sum(np.square(inputs), axis=1) + np.sum(np.square(noise), axis=1))[:, None]
         norms[norms == 0] = 1.0
+        return inputs[:, self.sources()] / norms, noise[:, self.unknown_draws(model)] / norms
+
+    def unknown_draws(self, model: LinearGaussianModel) -> list[int]:
+        """The noise columns of `model` the observer cannot subtract (the columns of `matrices`' noise map)."""
         known = set(self.observers) if self.knows_own_noise else set()
-        unknown = [k for k, owner in enumerate(model.owners) if owner not in known]
-        return inputs[:, self.sources()] / norms, noise[:, unknown] / norms
+        return [k for k, owner in enumerate(model.owners) if owner not in known]
 
 
 def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:

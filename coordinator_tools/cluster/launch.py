@@ -22,6 +22,7 @@ import numpy as np
 from coordinator_tools.datasets import node_data_file
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
+from node.mailboxes.token_slot import KEPT, RECEIVED
 from node.protocols.registry import protocol_spec
 from node.security import CA_FILE, CERT_FILE, KEY_FILE
 from node.topology import Topology, load_topology, save_topology
@@ -126,13 +127,14 @@ def start_node_process(rundir: Path, node_id: int, data_file: Path, options: Lau
 
 def default_timeout(topology: Topology) -> float:
     network = topology.network
-    return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network) + 30.0
+    return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network, topology.n) + 30.0
 
 
 def logged_rounds(log_dir: Path) -> tuple[int, bool]:
     """(local steps the node has started, finished?) read from its view log so far.
 
-    A step is a round it sent (synchronous gossip) or an exchange it proposed (asynchronous).
+    A step is a round it sent (synchronous gossip), an exchange it proposed (asynchronous) or
+    a token hop it took (token walks).
     """
     path = Path(log_dir) / VIEW_LOG_NAME
     if not path.exists():
@@ -143,7 +145,8 @@ def logged_rounds(log_dir: Path) -> tuple[int, bool]:
         return 0, False
     rounds = {record.round for record in contents.of_kind("sent") if not record.kind}
     proposals = sum(1 for event in contents.of_kind("exchange") if event.phase == "proposed")
-    return len(rounds) + proposals, bool(contents.of_kind("final_output"))
+    hops = sum(1 for event in contents.of_kind("token") if event.phase in (RECEIVED, KEPT))
+    return len(rounds) + proposals + hops, bool(contents.of_kind("final_output"))
 
 
 ProgressCallback = Callable[[dict[int, int]], None]

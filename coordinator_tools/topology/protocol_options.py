@@ -26,6 +26,8 @@ from node.learning import Task
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import Adjacency, MuffliatoGDParams, derived_sensitivity
+from node.protocols.ring_sum import NoisePlacement, RingSumParams
+from node.protocols.walk_sum import WalkSumParams
 from node.topology import PROTOCOL_GRAPHS, ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
@@ -96,15 +98,17 @@ class ProtocolOptions:
 
 NOISY_VECTOR_OPTIONS = (
     Option("--sigma", "sigma", "std of each Gaussian noise draw (averaging: once per node; learning: every "
-           "gradient step)", float, default=1.0),
+           "gradient step; token sums: sigma_loc of a noisy contribution)", float, default=1.0),
     Option("--sensitivity", "sensitivity", "l2 sensitivity Delta: how far the vector a node noises can move "
-           "between adjacent datasets (averaging: its input, clipped to norm Delta/2, default "
+           "between adjacent datasets (averaging and token sums: its input, clipped to norm Delta/2, default "
            f"{AVERAGING_SENSITIVITY}; learning: a step's gradient, default derived from --clip, --adjacency and "
            "--batch)", float),
     Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0),
     Option("--dimension", "dimension", "length D of every node's vector (learning: the model's, one entry per "
            "feature)", int, default=1),
 )
+STEPS = Option("--steps", "steps", "T: gradient steps (learning); contributions the token collects (walk, default "
+               "n: one visit per node on average)", int)
 PLAIN = Option("--plain", "accelerated", "plain gossip instead of Chebyshev acceleration, which needs a fixed "
                "graph's spectral gap (on a graph drawn per step, plain is the default and the only choice)",
                sets=False)
@@ -157,6 +161,19 @@ def _gd_defaults(fields: Fields, graph: GraphFacts) -> Fields:
     return {**defaults, **fields}
 
 
+def _walk_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """Delta as for averaging; T = n, so that each node contributes once on average."""
+    return {"steps": graph.n, **_averaging_defaults(fields, graph)}
+
+
+def _token_sum_summary(topology: Topology) -> SummaryRows:
+    protocol = topology.protocol
+    return [
+        ("noisy contributions", len(protocol.noise_sigmas(topology.n))),
+        ("std of the sum's noise", f"{protocol.sum_noise_std(topology.n):.6g}"),
+    ]
+
+
 PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
     "muffliato": ProtocolOptions(
         MuffliatoParams,
@@ -183,7 +200,7 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
     "muffliato-gd": ProtocolOptions(
         MuffliatoGDParams,
         NOISY_VECTOR_OPTIONS + (
-            Option("--steps", "steps", "gradient steps T", int),
+            STEPS,
             Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
             PLAIN,
             Option("--task", "task", "local loss: logistic regression (labels +-1) or least squares",
@@ -197,6 +214,23 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
             Option("--regularization", "regularization", "L2 regularisation lambda", float),
         ),
         derive=_gd_defaults,
+    ),
+    "ring-sum": ProtocolOptions(
+        RingSumParams,
+        NOISY_VECTOR_OPTIONS + (
+            Option("--cycles", "cycles", "K: times the token goes round the ring", int),
+            Option("--noise-placement", "noise_placement", "single: one contribution in n - 1 adds the noise "
+                   "(PAbD Alg. 1); distributed: every one adds N(0, sigma^2/n), the first N(0, sigma^2) (Remark 1)",
+                   choices=get_args(NoisePlacement)),
+        ),
+        derive=_averaging_defaults,
+        summary=_token_sum_summary,
+    ),
+    "walk-sum": ProtocolOptions(
+        WalkSumParams,
+        NOISY_VECTOR_OPTIONS + (STEPS,),
+        derive=_walk_defaults,
+        summary=_token_sum_summary,
     ),
 }
 

@@ -1,7 +1,8 @@
 """The token slot: the tokens a node holds in custody during a walk (token walks, random-walk DP-SGD).
 
 A token is a vector that one node holds at a time, named by its token id; its hop counts
-the forwards so far (hop 0 where it is originated, so a forwarded token carries hop ≥ 1).
+the hand-overs so far, forwards and keeps (hop 0 where it is originated, so a forwarded
+token carries hop ≥ 1).
 A received token is logged, its payload and a `received` custody record durable together,
 before the handler returns, that is before the sender's delivery is acknowledged: custody
 passes only once the receiver holds the token durably. Under one lock, an incoming token is
@@ -10,16 +11,21 @@ passes only once the receiver holds the token durably. Under one lock, an incomi
   (a retried forward whose acknowledgement was lost);
 * refused as stale when its hop is not newer than the last this node saw of the token,
   received or forwarded;
-* refused when this node holds the token and has not forwarded it: one holder at a time.
+* refused when this node holds the token and has not forwarded it: one holder at a time;
+* refused when the protocol's own `admit` rule says this sender may not pass this hop (a
+  ring's order, a walk's length), before anything of it is logged as received.
 
 The protocol `take`s a token, processes it and `forward`s it: custody is logged `forwarded`
 before the delivery and `acknowledged` once the next holder has it. Until then the token
-stays here, so a failed forward can be tried again, perhaps towards another peer.
+stays here, so a failed forward can be tried again, perhaps towards another peer. A walk
+that draws its holder again `keep`s the token: the next hop is taken here, logged `kept`,
+without a network hop.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +38,9 @@ from node.refusal import Refusal
 RECEIVED = "received"
 FORWARDED = "forwarded"
 ACKNOWLEDGED = "acknowledged"
+KEPT = "kept"
+# A protocol's rule for incoming tokens: (sender, or None in a sender-anonymous view; id) -> raise Refusal to refuse.
+AdmitRule = Callable[[int | None, MessageId], None]
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class TokenSlot:
     """Custody of the tokens of one kind that walk through this node."""
 
     def __init__(self, kind: str, journal: Journal, outbox: Outbox, *, attempts: int,
-                 anonymous: bool = False) -> None:
+                 anonymous: bool = False, admit: AdmitRule | None = None) -> None:
         self._kind = kind
+        self._admit = admit
         self._journal = journal
         self._outbox = outbox
         self._delivery = CustodyDelivery(attempts)
@@ -65,6 +75,9 @@ class TokenSlot:
         token_id, hop = message.id.token_id, message.id.hop
         if not token_id or hop == 0:
             raise Refusal("INVALID_ARGUMENT", "a forwarded token carries a token id and a hop from 1")
+        peer = None if self._anonymous else sender
+        if self._admit is not None:
+            self._admit(peer, message.id)
         async with self._lock:
             if (token_id, hop) in self._taken:
                 return
@@ -74,7 +87,6 @@ class TokenSlot:
                 raise Refusal("FAILED_PRECONDITION", f"hop {hop} of the token is stale: hop {last} was here")
             if token_id in self._held:
                 raise Refusal("FAILED_PRECONDITION", f"the token is in custody here at hop {self._held[token_id].hop}")
-            peer = None if self._anonymous else sender
             await self._journal.write(received_record(peer, message), token_record(token_id, hop, RECEIVED, peer))
             token = Token(token_id, hop, message.payload, peer)
             self._taken.add((token_id, hop))
@@ -99,10 +111,24 @@ class TokenSlot:
         self._held[token_id] = token
         return token
 
+    def holds(self, token: Token) -> bool:
+        """Whether `token` is in custody here, not passed on (a failed forward may have reached the next holder)."""
+        return self._held.get(token.token_id) is token
+
+    async def keep(self, token: Token, value: np.ndarray) -> Token:
+        """Take `token`'s next hop here, now carrying `value`: the walk drew this node again, custody stays."""
+        if not self.holds(token):
+            raise ValueError(f"token {token.token_id} at hop {token.hop} is not in custody here")
+        kept = Token(token.token_id, token.hop + 1, value, None)
+        self._last_hop[token.token_id] = kept.hop
+        self._held[token.token_id] = kept
+        await self._journal.write(token_record(kept.token_id, kept.hop, KEPT))
+        return kept
+
     async def forward(self, peer: int, token: Token, value: np.ndarray, budget_s: float) -> Delivery:
         """Pass `token`, now carrying `value`, to `peer` as its next hop; it stays here unless `peer` acknowledges."""
         token_id = token.token_id
-        if self._held.get(token_id) is not token:
+        if not self.holds(token):
             raise ValueError(f"token {token_id} at hop {token.hop} is not in custody here")
         hop = token.hop + 1
         del self._held[token_id]  # in transit: the next holder may send it back before its acknowledgement comes

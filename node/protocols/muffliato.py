@@ -33,7 +33,7 @@ class MuffliatoParams(NoisyVectorParams):
     rounds: int = Field(ge=1, description="number of gossip rounds T")
     accelerated: bool = Field(True, description="Chebyshev acceleration (Muffliato Def. 3)")
 
-    def worst_case_duration_s(self, network: NetworkParams) -> float:
+    def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """How long a run may take when every round waits its deadline twice over."""
         return self.rounds * network.round_deadline_s * 2
 

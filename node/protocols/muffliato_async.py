@@ -61,7 +61,7 @@ class MuffliatoAsyncParams(NoisyVectorParams):
         "weights", description="how a ticking node picks its peer: proportional to W_vw, or uniformly")
     exchange_timeout_s: float = Field(2.0, gt=0.0, description="wait for a peer's answer before aborting")
 
-    def worst_case_duration_s(self, network: NetworkParams) -> float:
+    def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """A generous bound on a run: three times the clock's expected time, plus the wind-down."""
         ticking = self.duration_s if self.duration_s is not None else self.exchanges / self.tick_rate
         return 3 * ticking + 4 * self.exchange_timeout_s + 2 * network.round_deadline_s

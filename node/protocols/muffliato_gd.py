@@ -81,7 +81,7 @@ class MuffliatoGDParams(NoisyVectorParams):
         """Gossip rounds in the whole run: K per step."""
         return self.steps * self.gossip_rounds
 
-    def worst_case_duration_s(self, network: NetworkParams) -> float:
+    def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """How long a run may take when every round waits its deadline twice over."""
         return self.rounds * network.round_deadline_s * 2
 

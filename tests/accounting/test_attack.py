@@ -8,6 +8,7 @@ import pytest
 
 from coordinator_tools.audit.protocols.muffliato.accountant import account, linear_model
 from coordinator_tools.audit.attack import attack_pair, attack_pairs, clopper_pearson
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import drop, topology_from_graph
@@ -69,3 +70,16 @@ def test_attack_is_reproducible_with_a_seed_and_checks_its_pairs():
     assert first == second and set(first) == {(0, 3), (1, 3), (2, 0)}
     with pytest.raises(ValueError, match="not sources"):
         attack_pairs(path_model(3), [(3, 3)], **options)
+
+
+def test_a_view_that_pins_an_input_down_is_attacked_along_the_direction_no_noise_reaches():
+    """Observer 1 receives x_0 bare and x_0 + η_0: the score x_0 is 0 under H0, Δ under H1, at every replay.
+
+    Every held-out replay is then classified right, so the bound is the most 1000 runs per side can show:
+    ln((TPR_lower − δ)/FPR_upper) with TPR_lower = 0.025^(1/1000) (Clopper–Pearson, all right).
+    """
+    model = LinearGaussianModel(n=2, inputs=np.array([[1.0, 0.0], [1.0, 0.0]]), received=((), (0, 1)),
+                                noise=np.array([[0.0], [1.0]]), noise_owner=(0,))
+    result = attack_pair(model, 0, 1, sigma=1.0, sensitivity=1.0, delta=1e-5, runs=2000, rng_seed=0)
+    tpr_lower = 0.025 ** (1 / 1000)
+    assert result.eps_lower == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)), rel=1e-2)

@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.plan import PlanOptions, Target, summarize
+from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.noise import SimulationSampler
@@ -88,3 +91,27 @@ def test_the_utility_block_compares_the_run_with_central_and_local_baselines(tmp
     for curve in ("netdp", "central", "local"):
         assert len(utility[curve]) == STEPS and all(np.isfinite(utility[curve])), curve
     assert utility["test_examples"] == EXAMPLES
+    test = local_data(np.random.default_rng(4))[0]
+    assert utility["initial"] == pytest.approx(np.mean(test.y ** 2))  # the starting model θ = 0 predicts 0
+    assert report["learning"]["schedule_comparison"]["planned"]["schedule"] == "erdos_renyi"
+
+
+@pytest.mark.parametrize("rule", ["mean", "worst"])
+def test_a_plan_with_a_target_calibrates_the_step_noise_and_its_baselines_compose_every_step(rule):
+    """The calibrated σ meets the target and a little less noise misses it; LDP and central compose T steps."""
+    params = MuffliatoGDParams(sigma=1.0, sensitivity=0.5, alpha=2.0, dimension=D, task="least_squares",
+                               steps=STEPS, gossip_rounds=1, learning_rate=0.5, clip=1.0, batch=EXAMPLES)
+    topology = build_topology(generate("hypercube", n=N), graph_name="hypercube", run_id="gd-plan", protocol=params)
+    auditor, target = auditor_named("muffliato-gd"), Target(2.0, rule)
+    planned = auditor.plan(topology, PlanOptions(target=target))
+    sigmas = planned.details["calibration"]["sigma"]
+    assert planned.losses.sigma == sigmas["exact"] > 0
+    assert summarize(planned.losses.exact_eps_upper, rule) <= target.epsilon
+    nearly = auditor.plan(topology, PlanOptions(sigma=sigmas["exact"] * 0.98))
+    assert summarize(nearly.losses.exact_eps_upper, rule) > target.epsilon
+    for name, releases in (("ldp", STEPS), ("central", STEPS / N)):
+        mu = np.sqrt(releases) * params.sensitivity / sigmas[name]
+        pairs = np.full((N, N), float(gaussian_epsilon(mu, planned.losses.delta)))
+        np.fill_diagonal(pairs, np.nan)
+        assert summarize(pairs, rule) == pytest.approx(target.epsilon, rel=1e-3)
+    assert sigmas["central"] < sigmas["exact"] <= sigmas["ldp"]

@@ -1,4 +1,8 @@
-"""Figures and the HTML page, drawn from a report document (fresh, and reloaded from disk)."""
+"""Figures and the HTML page, drawn from a report document (fresh, and reloaded from disk).
+
+A learning report (Muffliato-GD, with the `utility` block and the schedule comparison) also gets
+its utility figure, the spread of pairwise losses per schedule, and a "Learning" section.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,15 @@ import numpy as np
 from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.figures import FIGURES, write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
+from coordinator_tools.audit.learning_figures import LEARNING_FIGURES
+from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.plan import PlanOptions
+from coordinator_tools.audit.protocols import auditor_named
+from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
 from coordinator_tools.audit.report import PAIRS_FILE, build_report, write_report
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from tests.accounting.simulated_run import fake_losses, ring_topology
+from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -51,3 +61,39 @@ def test_report_figures_redraw_from_the_saved_document(tmp_path: Path) -> None:
     assert all(path.read_bytes().startswith(PNG_SIGNATURE) for path in figures.values())
     page = write_html(reloaded, tmp_path / "again", figures).read_text()
     assert "Simulation sampler" not in page
+
+
+def learning_report() -> dict:
+    """A planned Muffliato-GD run on a 16-node ring with a made-up utility block and the real comparison."""
+    topology = gd_topology("ring", 16, steps=6)
+    plan = auditor_named("muffliato-gd").plan(topology, PlanOptions())
+    accounting = {"sigma": 1.0, "sensitivity": SENSITIVITY, "alpha": 2.0, "delta": 1e-5,
+                  "threat_model": ThreatModel(), "conversion": "tight"}
+    utility = {"metric": "accuracy", "test_examples": 114, "steps": list(range(1, 7)), "initial": 0.63,
+               "netdp": [0.7, 0.8, 0.85, 0.9, None, 0.93], "central": [0.8, 0.88, 0.9, 0.92, 0.93, 0.94],
+               "local": [0.6, 0.65, 0.7, 0.72, 0.75, 0.77], "baselines": "simulated from the training files, seed 0"}
+    learning = {"task": "logistic", "schedule_comparison": schedule_comparison(topology, plan.losses, accounting)}
+    return build_report(plan.losses, plan.run, extra={"utility": utility, "learning": learning})
+
+
+def test_a_learning_report_gets_its_utility_and_schedule_figures(tmp_path: Path) -> None:
+    report = learning_report()
+    json_path, _ = write_report(report, tmp_path)
+    figures = write_figures(json.loads(json_path.read_text()), tmp_path)
+    assert set(figures) == set(FIGURES) | set(LEARNING_FIGURES)
+    for name in LEARNING_FIGURES:
+        assert figures[name].read_bytes().startswith(PNG_SIGNATURE) and figures[name].stat().st_size > 10_000
+    page = write_html(report, tmp_path, figures).read_text()
+    for name in LEARNING_FIGURES.values():
+        assert f'src="{name}"' in page
+    assert "<h2>Learning</h2>" in page and "Muffliato Fig. 1b" in page and "Muffliato Fig. 1c" in page
+    assert "fixed graph ring, mean degree 2 (realized)" in page
+    assert "Erdős–Rényi drawn every step, p = 0.133 (planned)" in page
+    assert "<td>netdp</td><td>0.93</td>" in page and "<td>local</td><td>0.77</td>" in page
+
+
+def test_an_averaging_report_has_no_learning_figures_or_section(tmp_path: Path) -> None:
+    report = sample_report(simulation=False)
+    figures = write_figures(report, tmp_path)
+    assert not set(figures) & set(LEARNING_FIGURES)
+    assert "<h2>Learning</h2>" not in write_html(report, tmp_path, figures).read_text()

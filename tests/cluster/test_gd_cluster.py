@@ -30,8 +30,8 @@ pytestmark = pytest.mark.cluster
 N, D, EXAMPLES = 8, 5, 30
 
 
-def unit_rows(rng: np.random.Generator, count: int) -> np.ndarray:
-    x = rng.normal(size=(count, D))
+def unit_rows(rng: np.random.Generator, count: int, dimension: int = D) -> np.ndarray:
+    x = rng.normal(size=(count, dimension))
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
@@ -42,14 +42,14 @@ def write_shards(folder: Path, x: np.ndarray, y: np.ndarray) -> None:
 
 
 def learning_cluster(root: Path, params: MuffliatoGDParams, x: np.ndarray, y: np.ndarray, *,
-                     schedule: GraphSchedule = FixedSchedule(), kill: dict[int, int] | None = None):
+                     schedule: GraphSchedule = FixedSchedule(), kill: dict[int, int] | None = None, seed: int = 5):
     topology = build_topology(
         generate("hypercube", n=N), graph_name="hypercube", run_id=f"gd-{root.name}", protocol=params,
         addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(N)], schedule=schedule,
         network=NetworkParams(round_deadline_s=2.0, startup_deadline_s=30.0))
     save_topology(topology, root / "topology.json")
     write_shards(root / "data", x, y)
-    options = LaunchOptions(sampler="simulation", simulation_seed=5, kill_at_round=kill or {})
+    options = LaunchOptions(sampler="simulation", simulation_seed=seed, kill_at_round=kill or {})
     return topology, run_cluster(root / "topology.json", root / "data", root / "run", options)
 
 

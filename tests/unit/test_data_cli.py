@@ -80,3 +80,11 @@ def test_an_empty_folder_is_fine_and_a_file_is_not(
     a_file.write_text("")
     code, _, err = run(capsys, "data", "generate", str(topology), "--out", str(a_file), "--force")
     assert code == 2 and "is a file, not a folder" in err and err.count("\n") == 1
+
+
+def test_a_negative_seed_is_a_one_line_error_and_writes_nothing(
+    topology: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "data", "generate", str(topology), "--out", str(tmp_path / "data"), "--seed", "-1")
+    assert code == 2 and err == "netdp: error: --seed must be 0 or more, not -1\n"
+    assert not (tmp_path / "data").exists()

@@ -21,7 +21,7 @@ from node.codec import from_tensor
 from node.context import NodeNoise, ProtocolContext
 from node.delivery import Outbox
 from node.journal import Delivery, Journal
-from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, RECEIVED, TokenSlot
+from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED, TokenSlot
 from node.message import Message, MessageId
 from node.noise import SimulationSampler
 from node.receiver import Receiver
@@ -190,6 +190,36 @@ async def test_a_token_back_before_its_forwards_acknowledgement_is_the_one_in_cu
     back = await slot.take(timeout_s=0.0)
     journal.close()
     assert (back.hop, back.sender) == (2, 1)
+
+
+async def test_a_kept_token_takes_its_next_hop_here_without_a_network_hop(nodes):
+    walker = nodes[0].slot
+    origin = walker.originate("t", np.zeros(2))
+    kept = await walker.keep(origin, np.array([1.0, 1.0]))
+    assert (kept.hop, kept.sender, kept.value.tolist()) == (1, None, [1.0, 1.0])
+    assert walker.holds(kept) and not walker.holds(origin)
+    with pytest.raises(ValueError, match="not in custody"):  # the older hop is gone: it cannot fork the walk
+        await walker.keep(origin, np.zeros(2))
+    assert (await walker.forward(1, kept, np.array([2.0, 2.0]), BUDGET_S)).delivered
+    assert nodes[0].events() == [("custody", KEPT, "t", 1, None), ("custody", FORWARDED, "t", 2, 1),
+                                 ("sent", "t", 2, 1, [2.0, 2.0]), ("custody", ACKNOWLEDGED, "t", 2, 1)]
+    with pytest.raises(Refusal) as stale:  # a copy of the kept hop coming in is stale here
+        await walker.handle(1, token("t", 1, 0.0, 0.0))
+    assert stale.value.code == "FAILED_PRECONDITION"
+
+
+async def test_the_protocols_rule_refuses_a_token_before_it_is_logged(tmp_path):
+    def only_from_node_0(sender: int | None, message_id: MessageId) -> None:
+        if sender != 0:
+            raise Refusal("PERMISSION_DENIED", "not from node 0")
+
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id=RUN, node_id=1))
+    slot = TokenSlot(TOKEN, journal, outbox=None, attempts=1, admit=only_from_node_0)
+    with pytest.raises(Refusal, match="not from node 0"):
+        await slot.handle(2, token("t", 1, 1.0, 1.0))
+    await slot.handle(0, token("t", 1, 1.0, 1.0))
+    journal.close()
+    assert [(e.hop, e.phase) for e in read_log(tmp_path / VIEW_LOG_NAME).of_kind("token")] == [(1, RECEIVED)]
 
 
 async def test_a_token_cannot_be_originated_twice(nodes):

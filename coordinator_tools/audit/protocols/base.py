@@ -52,8 +52,8 @@ class ProtocolAuditor(ABC):
 
     name: ClassVar[str]
     public_records: ClassVar[frozenset[str]]  # record kinds its nodes write to view.log
-    # Learning protocols log a private input (the step's clipped gradient) at every noisy step;
-    # the averaging ones log their one input once.
+    # Learning protocols log a private input (the step's clipped gradient) at every noisy step and
+    # token walks at every visit (stacked as rows); the averaging ones log their one input once.
     input_every_step: ClassVar[bool] = False
 
     def supports(self, header: viewlog_pb2.RunHeader) -> bool:
@@ -67,6 +67,11 @@ class ProtocolAuditor(ABC):
     @abstractmethod
     def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         """Why a node's noise draws are not what this protocol draws, or None."""
+
+    def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        """Why a private log's count of inputs does not fit its draws (one, or one per noisy step), or None."""
+        expected = len(draws) if self.input_every_step else 1
+        return f"{inputs} inputs, expected {expected}" if inputs != expected else None
 
     @abstractmethod
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> RealizedRun:

@@ -4,8 +4,7 @@ Each simulated schedule runs every node's Poisson clock (rate `tick_rate`, for `
 ticks or `duration_s` seconds); on a tick the node picks a neighbour with the topology's
 activation probabilities and the pair averages at once (no failures). Each schedule is
 accounted like a realized run; the ex-ante loss is that of the mixture over schedules when
-the observer learns the schedule (an upper bound on not learning it, by post-processing):
-RDP (1/(α−1)) log E exp((α−1)·rdp), and the exact (ε, δ) from the averaged privacy profile.
+the observer learns the schedule (`plan.mixture_losses`).
 """
 
 from __future__ import annotations
@@ -14,19 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator_tools.audit.baselines import central_dp, local_dp
-from coordinator_tools.audit.conversion import (
-    Conversion,
-    gaussian_mixture_epsilon,
-    gaussian_mixture_rdp_epsilon,
-    gaussian_rdp,
-    mixture_rdp,
-    squared_mu,
-)
-from coordinator_tools.audit.exact import ViewGeometry, view_geometry
-from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.conversion import gaussian_mixture_rdp_epsilon, gaussian_rdp, mixture_rdp, squared_mu
+from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.paper import message_share_sum
-from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, smallest_sigma, summarize
+from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_mixture_sigma, mixture_losses
 from coordinator_tools.audit.protocols.muffliato_async.accountant import PAPER_NOTE, linear_model
 from coordinator_tools.audit.protocols.muffliato_async.schedule import Exchange, ExchangeSchedule
 from node.protocols.muffliato_async import PROTOCOL_NAME, MuffliatoAsyncParams, activation
@@ -123,63 +113,18 @@ def plan_ex_ante(topology: Topology, options: PlanOptions) -> Plan:
     }
     if options.target is not None:
         upper = np.stack([geometry.upper for geometry in geometries])
-
-        def loss(candidate: float) -> float:
-            mu = np.sqrt(squared_mu(upper, sigma=candidate, sensitivity=sensitivity))
-            return summarize(gaussian_mixture_epsilon(mu, options.delta), options.target.rule)
-
-        sigmas = {"exact": smallest_sigma(loss, sensitivity=sensitivity, target=options.target),
+        sigmas = {"exact": calibrate_mixture_sigma(upper, sensitivity=sensitivity, delta=options.delta,
+                                                   target=options.target),
                   **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta, target=options.target)}
         sigma = sigmas["exact"]
         details["calibration"] = {"target_eps": options.target.epsilon, "rule": options.target.rule, "sigma": sigmas}
-    losses = mixture_losses(geometries, shares, sigma=sigma, sensitivity=sensitivity, alpha=alpha,
-                            delta=options.delta, threat_model=options.threat_model, conversion=options.conversion)
+    paper = np.sqrt(squared_mu(shares, sigma=sigma, sensitivity=sensitivity))
+    paper_columns = (mixture_rdp(gaussian_rdp(paper, alpha), alpha),
+                     gaussian_mixture_rdp_epsilon(paper, options.delta, alpha=alpha, conversion=options.conversion))
+    losses = mixture_losses(geometries, paper_columns, sigma=sigma, sensitivity=sensitivity, alpha=alpha,
+                            delta=options.delta, threat_model=options.threat_model,
+                            notes=[PAPER_NOTE, f"paper (eps, delta) by the {options.conversion} RDP conversion"])
     clock = f"{params.exchanges} ticks" if params.exchanges else f"{params.duration_s:g} s of ticks"
     headline = (f"n = {topology.n}, randomized gossip ex ante over {count} simulated schedules "
                 f"(seed {seed}, {clock} per node), sigma = {sigma:.6g}")
     return Plan(run=PlannedSchedules(topology, schedules), losses=losses, details=details, headline=headline)
-
-
-def mixture_losses(
-    geometries: list[ViewGeometry],
-    shares: np.ndarray,
-    *,
-    sigma: float,
-    sensitivity: float,
-    alpha: float,
-    delta: float,
-    threat_model: ThreatModel,
-    conversion: Conversion,
-) -> PairwiseLosses:
-    """The ex-ante columns of K equally likely schedules (geometries and paper sums along axis 0)."""
-    n = shares.shape[1]
-
-    def mus(values: np.ndarray) -> np.ndarray:
-        return np.sqrt(squared_mu(values, sigma=sigma, sensitivity=sensitivity))
-
-    paper = mus(shares)
-    lower, upper = (mus(np.stack([getattr(g, end) for g in geometries])) for end in ("lower", "upper"))
-    ldp = local_dp(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
-    central = central_dp(n=n, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta)
-    return PairwiseLosses(
-        alpha=alpha,
-        delta=delta,
-        sigma=sigma,
-        sensitivity=sensitivity,
-        threat_model=threat_model,
-        paper_rdp=mixture_rdp(gaussian_rdp(paper, alpha), alpha),
-        paper_eps=gaussian_mixture_rdp_epsilon(paper, delta, alpha=alpha, conversion=conversion),
-        exact_rdp=mixture_rdp(gaussian_rdp(lower, alpha), alpha),
-        exact_eps=gaussian_mixture_epsilon(lower, delta),
-        exact_rdp_upper=mixture_rdp(gaussian_rdp(upper, alpha), alpha),
-        exact_eps_upper=gaussian_mixture_epsilon(upper, delta),
-        reconstructable=np.all([g.reconstructable for g in geometries], axis=0),
-        ill_conditioned=np.any([g.ill_conditioned for g in geometries], axis=0),
-        exact_method=geometries[0].method,
-        ldp_rdp=ldp.rdp,
-        ldp_eps=ldp.eps,
-        central_rdp=central.rdp,
-        central_eps=central.eps,
-        notes=[PAPER_NOTE, f"ex ante: mixture over {len(geometries)} simulated schedules",
-               f"paper (eps, delta) by the {conversion} RDP conversion; exact by the averaged Gaussian profile"],
-    )

@@ -11,7 +11,9 @@ columns) and the closed forms:
 * `paper`: Thm 6 (Eq. 9) on the realized schedule, the corrected closed form, and which pairs
   Eq. 9 undercounts;
 * `accountant`: the rebuilt Transcript turned into that schedule, and every column per pair;
-* `utility`: the test metric over steps against the central and local-DP baselines.
+* `utility`: the test metric over steps against the central and local-DP baselines;
+* `schedules`: the spread of pairwise losses on the run's schedule against the other one, planned
+  (fixed graph against a graph drawn per step, Muffliato Fig. 1b).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.losses import PairwiseLosses
-from coordinator_tools.audit.plan import Plan, PlanOptions
+from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
-from coordinator_tools.audit.protocols.muffliato_gd.accountant import account
+from coordinator_tools.audit.protocols.muffliato_gd.accountant import account, planned_geometry
+from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
 from coordinator_tools.audit.protocols.muffliato_gd.utility import utility_report
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
@@ -77,7 +80,8 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         params = replay.topology.protocol
         return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
-                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch}}
+                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch,
+                             "schedule_comparison": schedule_comparison(replay.topology, losses, accounting)}}
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         return utility_report(replay.topology.protocol, dict(replay.logs), data_dir)
@@ -90,10 +94,20 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
         accelerated = params.accelerated if options.accelerated is None else options.accelerated
         transcript = planned_transcript(topology, accelerated=accelerated, rounds_per_step=params.gossip_rounds)
         sigma = params.sigma if options.sigma is None else options.sigma
+        sensitivity = params.sensitivity if options.sensitivity is None else options.sensitivity
+        details: dict[str, object] = {"steps": params.steps}
+        if options.target is not None:
+            sigmas = {"exact": calibrate_sigma(planned_geometry(transcript, options.threat_model),
+                                               sensitivity=sensitivity, delta=options.delta, target=options.target),
+                      **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta,
+                                        target=options.target, releases=params.steps)}
+            sigma = sigmas["exact"]
+            details["calibration"] = {"target_eps": options.target.epsilon, "rule": options.target.rule,
+                                      "sigma": sigmas}
         losses = account(
-            transcript, sigma=sigma, sensitivity=params.sensitivity if options.sensitivity is None else options.sensitivity,
+            transcript, sigma=sigma, sensitivity=sensitivity,
             alpha=params.alpha if options.alpha is None else options.alpha, delta=options.delta,
             conversion=options.conversion, threat_model=options.threat_model)  # fmt: skip
         headline = (f"n = {topology.n}, T = {params.steps} steps x K = {params.gossip_rounds} rounds "
                     f"({'accelerated' if accelerated else 'plain'}), sigma = {sigma:.6g} per step")
-        return Plan(run=transcript, losses=losses, details={"steps": params.steps}, headline=headline)
+        return Plan(run=transcript, losses=losses, details=details, headline=headline)

@@ -4,22 +4,26 @@ The rebuilt Transcript (rounds t·K + k, each on its step's graph, drop-outs inc
 every round's realized mixing map and who received whose model; `unrolled` turns that into
 rows on one gradient column and one noise column per node per step; `sensitivity` gives the
 exact factor over all of u's steps; `paper` gives Thm 6 (Eq. 9) and, with one gossip round
-per step, the corrected closed form.
+per step, the corrected closed form; `canary` gives the empirical column (one-run canary audit,
+each pair's canaries along the sign direction attaining the sensitivity's lower end).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Unpack
 
 import numpy as np
 
-from coordinator_tools.audit.accountants import AccountingOptions, account_model
+from coordinator_tools.audit.accountants import AccountingOptions, account_model, all_pairs
+from coordinator_tools.audit.attack import Pair
+from coordinator_tools.audit.canary import CONFIDENCE, DEFAULT_CANARIES, canary_audit, guess_levels
 from coordinator_tools.audit.exact import RECONSTRUCT_TOL, ViewGeometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd.paper import corrected_sum, eq9_sum
-from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import gradient_sensitivity
-from coordinator_tools.audit.protocols.muffliato_gd.unrolled import Schedule, unroll
+from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import GradientSensitivity, gradient_sensitivity
+from coordinator_tools.audit.protocols.muffliato_gd.unrolled import Schedule, UnrolledRun, unroll
 from node.errors import ConfigError
 
 PAPER_NOTE = "paper: Muffliato Thm 6 (Eq. 9) on the realized graphs of every step, summed over steps"
@@ -62,9 +66,21 @@ def learning_schedule(transcript: Transcript) -> Schedule:
     return Schedule(n=n, mixing=tuple(mixing), received=tuple(received))
 
 
+def planned_geometry(transcript: Transcript, threat_model: ThreatModel = ThreatModel()) -> np.ndarray:
+    """Every pair's sens²/Δ² at its upper end, σ-free: what calibrating σ for a target needs."""
+    return gradient_sensitivity(unroll(learning_schedule(transcript)), threat_model).upper
+
+
 def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-    """All pairwise losses of the learning run in `transcript` at the options' noise, Δ, order and δ."""
+    """All pairwise losses of the learning run in `transcript` at the options' noise, Δ, order and δ.
+
+    The attack options drive the canary audit: `attack_pairs` its pairs, `attack_runs` the
+    canaries per source node (default DEFAULT_CANARIES), `rng_seed` its simulation.
+    """
     threat_model = options.get("threat_model", ThreatModel())
+    attack_pairs = options.pop("attack_pairs", None)
+    canaries = options.pop("attack_runs", DEFAULT_CANARIES)
+    seed = options.pop("rng_seed", None)
     schedule = learning_schedule(transcript)
     run = unroll(schedule)
     sensitivity = gradient_sensitivity(run, threat_model)
@@ -76,7 +92,44 @@ def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> Pai
     notes = [PAPER_NOTE, EXACT_NOTES[transcript.topology.protocol.task]]
     if single_round:
         notes.append(CORRECTED_NOTE)
+    model = run.linear_model()
+    empirical = None
+    if attack_pairs is not None:
+        pairs = all_pairs(model, threat_model) if attack_pairs == "all" else attack_pairs
+        empirical = _canary_column(run, sensitivity, pairs, options, canaries=canaries, seed=seed)
+        notes.append(_canary_note(canaries, seed))
     return account_model(
-        run.linear_model(), eq9_sum(schedule, threat_model), geometry=geometry, releases=run.steps,
+        model, eq9_sum(schedule, threat_model), geometry=geometry, releases=run.steps,
         paper_corrected_sum=corrected_sum(schedule, threat_model) if single_round else None, notes=notes,
-        **options)  # fmt: skip
+        empirical_eps_lower=empirical, **options)  # fmt: skip
+
+
+def _canary_note(canaries: int, seed: int | None) -> str:
+    """The report's note on how the empirical column was obtained."""
+    levels = ", ".join(str(k) for k in guess_levels(canaries))
+    return (f"empirical: one-run canary audit (Steinke, Nasr & Jagielski 2023), {canaries} canaries per source "
+            f"node along the pair's worst sign direction, one simulated run; each observer guesses its k highest "
+            f"and k lowest likelihood-ratio scores (k in {{{levels}}}, picked on an independent pilot run); "
+            f"their (eps, delta) p-value, every pair's bound holding together at {CONFIDENCE:.0%} (Bonferroni), "
+            f"seed {seed}")
+
+
+def _canary_column(
+    run: UnrolledRun,
+    sensitivity: GradientSensitivity,
+    pairs: Sequence[Pair],
+    options: AccountingOptions,
+    *,
+    canaries: int,
+    seed: int | None,
+) -> np.ndarray:
+    """The canary audit's ε_lower of the pairs asked for, [u, v], NaN elsewhere."""
+    threat_model = options.get("threat_model", ThreatModel())
+    results = canary_audit(
+        lambda v: run.linear_model(sensitivity.directions[:, v]), pairs, sigma=options["sigma"],
+        sensitivity=options["sensitivity"], delta=options["delta"], canaries=canaries, threat_model=threat_model,
+        rng_seed=seed)  # fmt: skip
+    empirical = np.full((run.n, run.n), np.nan)
+    for (u, v), result in results.items():
+        empirical[u, v] = result.eps_lower
+    return empirical

@@ -4,7 +4,9 @@
   (round t·K carries θ_v after step t's noisy gradient) and, at the end, their outputs;
 * central: a trusted aggregator that averages the n clipped gradients of the same batches and
   adds the noise of their mean, N(0, σ²/n) (what perfect gossip of the noisy gradients gives);
-* local: every node alone, with its own noise N(0, σ²) every step (no collaboration).
+* local: every node alone, with its own noise N(0, σ²) every step (no collaboration);
+* initial: the public starting model θ = 0, where every curve starts (for accuracy, the share
+  of the test set's +1 labels: what a model that learned nothing scores).
 The baselines are simulated from the nodes' training files with a seeded generator (an
 experiment, so reproducible), on the run's published parameters.
 """
@@ -39,19 +41,24 @@ def utility_report(params: MuffliatoGDParams, logs: dict[int, NodeLog], data_dir
         "netdp": _run_curve(params, logs, test_x, test_y),
         "central": _central_curve(params, shards, test_x, test_y, rng),
         "local": _local_curve(params, shards, test_x, test_y, rng),
+        "initial": metric(params.task, np.zeros(params.dimension), test_x, test_y),
         "baselines": f"simulated from the training files, seed {BASELINE_SEED}",
     }
 
 
 def _run_curve(params: MuffliatoGDParams, logs: dict[int, NodeLog], x: np.ndarray, y: np.ndarray) -> list[float]:
-    """Mean test metric of the nodes' models after each step (θ_v^{t,0} as sent, the output at the end)."""
+    """Mean test metric of the nodes' models after each step: as sent, the output at the end.
+
+    Step t's first gossip round (t·K, t from 0) sends θ_v after t + 1 noisy gradients, so it
+    gives the entry of step t + 1; the last step's entry is the output, after its gossip.
+    """
     per_step: list[list[float]] = [[] for _ in range(params.steps)]
     for log in logs.values():
         sent = {key.id.round: record for key, record in log.sent.items()}
-        for step in range(1, params.steps):
+        for step in range(params.steps - 1):
             record = sent.get(step * params.gossip_rounds)
             if record is not None:
-                per_step[step - 1].append(metric(params.task, from_tensor(record.payload), x, y))
+                per_step[step].append(metric(params.task, from_tensor(record.payload), x, y))
         if log.final_output is not None and log.final_output.rounds_completed == params.steps:
             per_step[-1].append(metric(params.task, from_tensor(log.final_output.value), x, y))
     return [float(np.mean(values)) if values else float("nan") for values in per_step]

@@ -1,0 +1,105 @@
+"""Auditing the token summations: ring real summation (PAbD Alg. 1, Remark 1) and the complete-graph walk (Alg. 3).
+
+* `records`: which custody and message records the nodes write and what they name;
+* `history`: each token's chain of hops from both sides' records, and what breaks it;
+* `run`, `rebuild`: the contributions in hop order and every node's view, from the logs;
+* `model`, `accountant`: the linear-Gaussian model of the realized path and every column;
+* `paper`: Thm 1 and Thm 3 as stated, with their conditions checked;
+* `trajectories`: every logged token value recomputed from the private logs;
+* `plan`: the ring's fixed path, or the walk ex ante over simulated paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Unpack
+
+from coordinator_tools.audit.accountants import AccountingOptions
+from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.plan import Plan, PlanOptions
+from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of
+from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
+from coordinator_tools.audit.protocols.token_sum.plan import plan_ring, plan_walks
+from coordinator_tools.audit.protocols.token_sum.rebuild import rebuild_run
+from coordinator_tools.audit.protocols.token_sum.records import (
+    draws_problem,
+    inputs_problem,
+    record_problem,
+    rules_for,
+)
+from coordinator_tools.audit.protocols.token_sum.run import TokenRun
+from coordinator_tools.audit.protocols.token_sum.trajectories import check_trajectories
+from coordinator_tools.audit.records import Finding, NodeLog
+from netdp.v1 import viewlog_pb2
+from node.protocols import ring_sum, walk_sum
+from node.topology import Topology
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
+
+CHAIN_CHECK = "token history is one unbroken chain"
+
+
+class TokenSumAuditor(ProtocolAuditor):
+    """A token summation: custody and token records, a TokenRun of contributions and views."""
+
+    public_records = frozenset({"sent", "received", "rejected", "token", "final_output"})
+    input_every_step = True  # one input per visit
+
+    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
+        return record_problem(rules_for(topology), topology, kind, entry)
+
+    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        return draws_problem(draws)
+
+    def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        return inputs_problem(inputs, draws)
+
+    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> TokenRun:
+        return rebuild_run(topology, logs, findings)
+
+    def account(self, run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+        return account(run, **options)
+
+    def checks(self, replay: Replay) -> list[Check]:
+        checks = [chain_check(replay)]
+        if replay.private is not None:
+            checks.append(trajectory_check(check_trajectories(replay)))
+        return checks
+
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        run: TokenRun = replay.realized
+        return {"token_walk": {"tokens": [history.to_json() for history in run.histories],
+                               "paper": bound_of(run, accounting).to_json()}}
+
+
+class RingSumAuditor(TokenSumAuditor):
+    """Ring real summation: the public ring's fixed path, K cycles, then the result token round once."""
+
+    name = ring_sum.PROTOCOL_NAME
+
+    def plan(self, topology: Topology, options: PlanOptions) -> Plan:
+        return plan_ring(topology, options)
+
+
+class WalkSumAuditor(TokenSumAuditor):
+    """Complete-graph walk summation: a secret uniform path of T contributions, then the result to all."""
+
+    name = walk_sum.PROTOCOL_NAME
+
+    def plan(self, topology: Topology, options: PlanOptions) -> Plan:
+        return plan_walks(topology, options)
+
+
+def chain_check(replay: Replay) -> Check:
+    """Every token's history holds each hop once, handed over by its previous holder, to its last hop."""
+    broken = [f for f in replay.consistency if f.kind in CHAIN_FINDINGS and f.severity == "error"]
+    if broken:
+        kinds = ", ".join(sorted({finding.kind for finding in broken}))
+        return Check(CHAIN_CHECK, False, f"{len(broken)} breaks ({kinds}); first: {broken[0].detail}")
+    run: TokenRun = replay.realized
+    hops = ", ".join(f"{history.token_id} hops 0..{len(history.hops) - 1}" for history in run.histories)
+    return Check(CHAIN_CHECK, True, f"{hops}: each held once, handed over by its previous holder")

@@ -1,0 +1,126 @@
+"""What a token summation did: the contributions in hop order, and which token values each node saw.
+
+The sum token's value at hop h is the sum of the contributions of hops 0..h − 1, so every
+value a node can see is named by that prefix length h (the result: all of them). A
+contribution is its holder's input plus, when the protocol's public rule says so, a noise
+draw with a public std: on the ring every n − 1 hops (single placement) or at every hop with
+std σ/√n and the first with σ (distributed placement); on the walk at every hop. The same
+structure holds a realized run (rebuilt from the logs), the planned ring, and simulated walks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from coordinator_tools.audit.protocols.token_sum.history import TokenHistory
+from node.protocols import ring_sum, walk_sum
+from node.topology import Topology
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One hop's addition to the token: its holder's input, and noise of std σ·scale (scale None: none)."""
+
+    holder: int | None  # None: no log tells who held the hop (a finding says so); left out of the accounting
+    scale: float | None
+
+
+@dataclass(frozen=True)
+class TokenRun:
+    """A token summation's contributions, in hop order, and every node's view (prefix lengths, ascending)."""
+
+    topology: Topology
+    contributions: tuple[Contribution, ...]
+    views: tuple[tuple[int, ...], ...]
+    histories: tuple[TokenHistory, ...] = ()  # realized runs: each token's hops as the logs show them
+
+    @property
+    def protocol(self) -> str:
+        return self.topology.protocol.name
+
+    @property
+    def n(self) -> int:
+        return self.topology.n
+
+    @property
+    def total(self) -> int:
+        """The prefix of the whole sum (the result)."""
+        return len(self.contributions)
+
+    def visits(self) -> np.ndarray:
+        """How many contributions each node made."""
+        holders = np.array([c.holder for c in self.contributions if c.holder is not None], dtype=int)
+        return np.bincount(holders, minlength=self.n)
+
+    def result_observers(self) -> list[int]:
+        """The nodes whose view holds the whole sum, the result (every node but the last holder, in a whole run)."""
+        return [v for v, view in enumerate(self.views) if self.total in view]
+
+    def run_section(self) -> dict[str, object]:
+        return published_section(self.topology) | {
+            "contributions": self.total,
+            "noisy_contributions": sum(c.scale is not None for c in self.contributions),
+            "visits": self.visits().tolist(),
+        }
+
+    def node_summary(self, node: int) -> dict[str, object]:
+        return {"visits": int(self.visits()[node]), "values_seen": len(self.views[node])}
+
+
+def published_section(topology: Topology) -> dict[str, object]:
+    """The report's `run` keys that the topology fixes."""
+    params = topology.protocol
+    section: dict[str, object] = {
+        "protocol": params.name, "run_id": topology.run_id, "topology_digest": topology.digest,
+        "graph": topology.graph, "n": topology.n, "contributions_planned": planned_contributions(topology),
+    }
+    if params.name == ring_sum.PROTOCOL_NAME:
+        return section | {"cycles": params.cycles, "noise_placement": params.noise_placement}
+    return section | {"steps": params.steps}
+
+
+def planned_contributions(topology: Topology) -> int:
+    """Contributions of a whole run: K·n on the ring, T on the walk."""
+    params = topology.protocol
+    return params.cycles * topology.n if params.name == ring_sum.PROTOCOL_NAME else params.steps
+
+
+def noise_scale(topology: Topology, hop: int) -> float | None:
+    """The public rule: the std over σ of the noise in hop `hop`'s contribution (None: x_u goes in bare)."""
+    params = topology.protocol
+    if params.name == ring_sum.PROTOCOL_NAME:
+        return ring_sum.noise_sigma(hop, topology.n, params.cycles, 1.0, params.noise_placement)
+    return 1.0
+
+
+def contributions(topology: Topology, holders: Sequence[int | None]) -> tuple[Contribution, ...]:
+    """The contributions of a path of holders, hop 0 first."""
+    return tuple(Contribution(holder, noise_scale(topology, hop)) for hop, holder in enumerate(holders))
+
+
+def path_run(topology: Topology, holders: Sequence[int]) -> TokenRun:
+    """A whole run along `holders`: each node sees the token whenever it comes from another node, and
+    every node but the last holder sees the result."""
+    views: list[list[int]] = [[] for _ in range(topology.n)]
+    for hop in range(1, len(holders)):
+        if holders[hop] != holders[hop - 1]:
+            views[holders[hop]].append(hop)
+    for v in range(topology.n):
+        if v != holders[-1]:
+            views[v].append(len(holders))
+    return TokenRun(topology, contributions(topology, holders), tuple(map(tuple, views)))
+
+
+def planned_ring(topology: Topology) -> TokenRun:
+    """The ring's one possible run: hop h at node h mod n."""
+    return path_run(topology, [hop % topology.n for hop in range(planned_contributions(topology))])
+
+
+def simulated_walk(topology: Topology, rng: np.random.Generator) -> TokenRun:
+    """One walk of Alg. 3: from node 0, every next holder uniform over all n nodes (itself included)."""
+    steps = planned_contributions(topology)
+    holders = [walk_sum.START, *rng.integers(topology.n, size=steps - 1).tolist()]
+    return path_run(topology, holders)

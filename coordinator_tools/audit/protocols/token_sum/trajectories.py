@@ -1,0 +1,74 @@
+"""Recompute the token's value at every hop from the private logs and compare with every logged payload.
+
+Along the rebuilt history, hop j's holder adds its input of that visit and, where the public
+rule puts noise, its draw for that visit (the draw's step is the holder's visit index): the
+value at prefix h is the sum of the first h contributions. Agreement with every token value
+sent, received or refused, every result and every output shows the path and the noise rule
+the accountant assumes are what ran.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from coordinator_tools.audit.protocols.token_sum.rebuild import value_prefix
+from coordinator_tools.audit.protocols.token_sum.records import rules_for
+from coordinator_tools.audit.protocols.token_sum.run import TokenRun
+from coordinator_tools.audit.records import PrivateSection, carries_value
+from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL, PayloadComparison, TrajectoryCheck, missing_inputs
+from node.codec import from_tensor
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
+
+
+def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadComparison) -> list[np.ndarray]:
+    """The token's value at every prefix 0..total; a contribution the private logs cannot explain is a mismatch."""
+    values = [np.zeros(run.topology.protocol.dimension)]
+    visits: Counter[int] = Counter()
+    for hop, contribution in enumerate(run.contributions):
+        holder = contribution.holder
+        if holder is None:
+            comparison.unexplained(-1, f"hop {hop} has no known holder: the values from there on are not recomputed")
+            return values
+        visit = visits[holder]
+        visits[holder] += 1
+        inputs = private.inputs[holder]
+        draws = [draw for draw in private.draws[holder] if draw.step == visit]
+        if visit >= len(inputs) or bool(draws) != (contribution.scale is not None):
+            comparison.unexplained(holder, f"hop {hop} (visit {visit} of node {holder}): its private log holds "
+                                           f"{min(1, len(inputs) - visit)} inputs and {len(draws)} draws for it, the "
+                                           f"rule puts {'no' if contribution.scale is None else 'one'} draw there")
+            return values
+        values.append(values[-1] + inputs[visit] + (from_tensor(draws[0].value) if draws else 0.0))
+    return values
+
+
+def check_trajectories(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> TrajectoryCheck:
+    """Recompute every prefix from the private logs and compare it with every logged token value."""
+    if replay.private is None:
+        raise ValueError("replay was made without private logs; pass with_private_logs=True")
+    run, private = replay.realized, replay.private
+    failed = missing_inputs({c.holder for c in run.contributions if c.holder is not None}, set(private.inputs))
+    if failed is not None:
+        return failed
+    scale = max((float(np.max(np.abs(x), initial=0.0)) for x in private.inputs.values()), default=1.0)
+    comparison = PayloadComparison(scale, rtol)
+    values = prefix_values(run, private, comparison)
+    rules = rules_for(replay.topology)
+    for node, log in replay.logs.items():
+        logged = [(key, sent.payload, "sent") for key, sent in log.sent.items() if carries_value(sent.payload)]
+        logged += [(key, payload, "received") for key, payload in log.values_in_view().items()]
+        for key, payload, where in logged:
+            prefix = value_prefix(key, rules, run.total)
+            if prefix >= len(values):
+                comparison.unexplained(node, f"{where} record of the value at prefix {prefix}, which the history "
+                                             "never computes")
+            else:
+                comparison.compare(node, payload, values[prefix], f"{where} {key.kind} at prefix {prefix}")
+        if log.final_output is not None and len(values) > run.total:
+            comparison.compare(node, log.final_output.value, values[run.total], "final output")
+    return comparison.result()

@@ -1,0 +1,140 @@
+"""Token summations on real processes over gRPC: ring-sum (PAbD Alg. 1) and walk-sum (Alg. 3).
+
+Every test runs 8 node processes on loopback. The sums are checked exactly: with σ = 0 every
+node's estimate is the sum of the contributions that really happened, and with noise the
+estimate minus the true sum is the sum of the draws in the private logs. The token's history,
+rebuilt from the custody records of all views, must be one unbroken chain: each hop taken by
+exactly one node, from the node that held the hop before.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, node_log_dir, run_cluster
+from node.codec import from_tensor
+from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED
+from node.protocols.ring_sum import RingSumParams
+from node.protocols.token_sum import NOISE_PURPOSE, SUM_TOKEN_ID, TOKEN
+from node.protocols.walk_sum import START, WalkSumParams
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
+
+pytestmark = pytest.mark.cluster
+N = 8
+DIMENSION = 3
+EXACT = 1e-9
+NO_FAULTS = LaunchOptions()
+
+
+@dataclass(frozen=True)
+class Custody:
+    node: int
+    token_id: str
+    hop: int
+    phase: str
+    peer: int | None
+
+
+def custody(result: ClusterResult) -> list[Custody]:
+    records = []
+    for v in range(N):
+        for event in read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME).of_kind("token"):
+            records.append(Custody(v, event.token_id, event.hop, event.phase,
+                                   event.peer if event.HasField("peer") else None))
+    return records
+
+
+def holders(result: ClusterResult, token_id: str, hops: int, origin: int) -> list[int]:
+    """The holder of every hop 0..hops-1, checking that the history is one unbroken chain."""
+    records = [r for r in custody(result) if r.token_id == token_id]
+    chain = [origin]
+    for hop in range(1, hops):
+        taken = [r for r in records if r.hop == hop and r.phase in (RECEIVED, KEPT)]
+        assert len(taken) == 1, f"hop {hop} taken {len(taken)} times: {taken}"  # neither lost nor duplicated
+        (take,) = taken
+        if take.phase == KEPT:  # the holder drew itself
+            assert take.node == chain[-1], take
+        else:
+            assert take.peer == chain[-1], f"hop {hop} came from node {take.peer}, hop {hop - 1} was at {chain[-1]}"
+            handed = {r.phase for r in records if r.node == take.peer and r.hop == hop and r.peer == take.node}
+            assert {FORWARDED, ACKNOWLEDGED} <= handed, (hop, handed)
+        chain.append(take.node)
+    assert not [r for r in records if r.hop >= hops], "the token went past its last hop"
+    return chain
+
+
+def private(result: ClusterResult, v: int, kind: str) -> list:
+    return read_log(node_log_dir(result.rundir, v) / PRIVATE_LOG_NAME).of_kind(kind)
+
+
+def assert_every_estimate(result: ClusterResult, expected: np.ndarray, nodes=range(N)) -> None:
+    assert result.ok, [(r.node_id, r.exit_code, r.stderr_tail) for r in result.failures]
+    estimates = result.estimates()
+    assert sorted(estimates) == list(nodes)
+    for v in nodes:
+        assert np.max(np.abs(estimates[v] - expected)) <= EXACT * max(1.0, np.max(np.abs(expected))), v
+
+
+def run(make_cluster_files, name: str, kind: str, protocol, options: LaunchOptions = NO_FAULTS):
+    files = make_cluster_files(kind=kind, n=N, name=name, protocol=protocol, round_deadline_s=2.0,
+                               startup_deadline_s=20.0)
+    return files, run_cluster(files.topology_path, files.data_dir, files.root / "run", options)
+
+
+def ring(cycles: int, sigma: float = 0.0) -> RingSumParams:
+    return RingSumParams(sigma=sigma, sensitivity=100.0, alpha=2.0, dimension=DIMENSION, cycles=cycles)
+
+
+def walk(steps: int, sigma: float = 0.0) -> WalkSumParams:
+    return WalkSumParams(sigma=sigma, sensitivity=100.0, alpha=2.0, dimension=DIMENSION, steps=steps)
+
+
+@pytest.mark.parametrize("cycles", [1, 2])
+def test_noiseless_ring_sum_gives_every_node_the_exact_sum(make_cluster_files, cycles):
+    files, result = run(make_cluster_files, f"ring-exact-{cycles}", "ring", ring(cycles))
+    assert_every_estimate(result, cycles * files.values.sum(axis=0))
+    assert holders(result, SUM_TOKEN_ID, cycles * N, 0) == [hop % N for hop in range(cycles * N)]
+    assert holders(result, "result", N, N - 1) == [(N - 1 + hop) % N for hop in range(N)]
+    assert all(len(private(result, v, "private_input")) == cycles for v in range(N))  # once per visit
+
+
+def test_ring_sum_noise_is_exactly_the_logged_draws(make_cluster_files):
+    """K = 2: Alg. 1 draws at hops 0, 7 and 14, ceil(Kn/(n-1)) = 3 draws (Thm 1's floor says 2), and the last
+    contribution (hop 15, node 7's second visit) draws too."""
+    files, result = run(make_cluster_files, "ring-noise", "ring", ring(2, sigma=0.5))
+    noise = {(v, draw.step): draw for v in range(N) for draw in private(result, v, "noise")}
+    assert sorted(noise) == [(0, 0), (6, 1), (7, 0), (7, 1)] and math.ceil(2 * N / (N - 1)) == 3
+    assert {(draw.purpose, draw.scale) for draw in noise.values()} == {(NOISE_PURPOSE, 0.5)}
+    assert_every_estimate(result, 2 * files.values.sum(axis=0) + sum(from_tensor(d.value) for d in noise.values()))
+
+
+def test_noiseless_walk_sum_is_the_sum_over_its_realized_visits(make_cluster_files):
+    steps = 24
+    files, result = run(make_cluster_files, "walk-exact", "complete", walk(steps))
+    chain = holders(result, SUM_TOKEN_ID, steps, START)
+    assert_every_estimate(result, sum(files.values[v] for v in chain))
+    for v in range(N):
+        assert len(private(result, v, "private_input")) == chain.count(v)
+
+
+def test_a_walk_goes_round_a_killed_node_and_keeps_one_token(make_cluster_files):
+    """Node 0 is SIGKILLed once it has passed the token on (its step 1): later draws of it fail and are redrawn.
+
+    80 steps make a later draw of node 0 all but certain (1 - (7/8)^79 > 0.9999).
+    """
+    steps = 80
+    files, result = run(make_cluster_files, "walk-killed", "complete", walk(steps),
+                        LaunchOptions(kill_at_round={0: 1}))
+    assert result.nodes[0].killed_by_request
+    chain = holders(result, SUM_TOKEN_ID, steps, START)
+    assert_every_estimate(result, sum(files.values[v] for v in chain), nodes=range(1, N))
+    first_away = next(hop for hop, holder in enumerate(chain) if holder != 0)
+    assert 0 not in chain[first_away:]  # dead once it had passed the token on
+    refused = [(v, record) for v in range(1, N)
+               for record in read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME).of_kind("sent")
+               if record.kind == TOKEN and record.peer == 0 and not record.delivered]
+    assert refused, "no holder drew the dead node"
