@@ -31,6 +31,14 @@ def synthetic_values(n: int, dimension: int, sensitivity: float, seed: int | Non
     return np.where(norms > radius, values * (radius / norms), values)
 
 
+def synthetic_categories(n: int, categories: int, seed: int | None = None) -> np.ndarray:
+    """n categories in 0..L−1 (ring-histogram inputs), drawn from a skewed law (weights 1, 1/2, …, 1/L) so
+    the histogram has a shape to find; as an (n, 1) array of one-value vectors."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, categories + 1)
+    return rng.choice(categories, size=(n, 1), p=weights / weights.sum()).astype(float)
+
+
 def write_node_files(values: np.ndarray, out_dir: Path) -> list[Path]:
     """One JSON file per node: out_dir/node-<id>.json."""
     paths = [Path(out_dir) / f"{NODE_FILE_PATTERN.format(id=v)}.json" for v in range(len(values))]
@@ -69,6 +77,13 @@ def output_folder(out: Path, *, force: bool) -> Path:
 def _generate_command(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     params = topology.protocol
+    if params.name == "ring-histogram":
+        seed = chosen_seed(args.seed)
+        out = output_folder(args.out, force=args.force)
+        write_node_files(synthetic_categories(topology.n, params.categories, seed), out)
+        print(f"wrote {topology.n} data files (one category in 0..{params.categories - 1} each) to {out} "
+              f"(seed {seed}; pass --seed {seed} to make them again)")
+        return 0
     dimension, sensitivity = getattr(params, "dimension", None), getattr(params, "sensitivity", None)
     if dimension is None or sensitivity is None:
         raise ConfigError(f"{args.topology}: protocol {params.name} publishes no vector dimension and sensitivity "
@@ -83,7 +98,8 @@ def _generate_command(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser("data", help="make per-node data files")
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    generate = data_sub.add_parser("generate", help="synthetic vectors for averaging, one file per node")
+    generate = data_sub.add_parser("generate", help="synthetic vectors for averaging (categories for ring-histogram), "
+                                   "one file per node")
     generate.add_argument("topology", type=Path, help="topology file (gives n, dimension and sensitivity)")
     generate.add_argument("--out", type=Path, required=True, help="new or empty folder for node-<id>.json files")
     generate.add_argument("--seed", type=int, default=None,

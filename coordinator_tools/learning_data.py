@@ -336,6 +336,17 @@ def write_split(out: Path, shares: list[Examples], test: Examples, info: Dataset
     save_model(info, out / INFO_FILE)
 
 
+def write_minibatch_split(dataset: str, batch: int, topology: Topology, out: Path, seed: int) -> None:
+    """The iid split `netdp data split DATASET` makes, refused when a node would not hold one whole minibatch."""
+    shares, test, info, _ = split_dataset(dataset, topology, seed=seed, partition="iid", skew=None,
+                                          options=SourceOptions())
+    smallest = min(info.train_sizes.values())
+    if smallest < batch:
+        raise ConfigError(f"{dataset} leaves {smallest} training examples to some of the {topology.n} nodes, fewer "
+                          f"than the minibatch of {batch}: use fewer nodes (--n) or a smaller minibatch")
+    write_split(out, shares, test, info)
+
+
 def load_dataset_info(data_dir: Path) -> DatasetInfo:
     """dataset.json of a split folder, validated (a ConfigError on a bad or missing file)."""
     return load_model(DatasetInfo, Path(data_dir) / INFO_FILE)

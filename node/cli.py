@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-lose-replies", type=float, default=0.0, metavar="FRACTION",
                         help="fault injection for tests and experiments: lose this fraction (0..1) of the replies "
                              "to calls this node answers, after handling the request")
+    parser.add_argument("--fault-lose-acks", type=float, default=0.0, metavar="FRACTION",
+                        help="fault injection for tests and experiments: lose this fraction (0..1) of the "
+                             "acknowledgements of the deliveries this node receives, after handling (durably "
+                             "logging) them: the sender sees a failed attempt and retries")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     return parser
 
@@ -56,9 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sim_seed is not None and args.sampler != "simulation":
         print("netdp-node: error: --sim-seed only goes with --sampler simulation", file=sys.stderr)
         return 2
-    if not 0.0 <= args.fault_lose_replies <= 1.0:
-        print("netdp-node: error: --fault-lose-replies takes a fraction in 0..1", file=sys.stderr)
-        return 2
+    for flag, fraction in (("--fault-lose-replies", args.fault_lose_replies),
+                           ("--fault-lose-acks", args.fault_lose_acks)):
+        if not 0.0 <= fraction <= 1.0:
+            print(f"netdp-node: error: {flag} takes a fraction in 0..1", file=sys.stderr)
+            return 2
     if args.insecure:
         print(INSECURE_WARNING, file=sys.stderr)
     try:
@@ -72,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_dir=None if args.insecure else args.tls_dir,
             kill_at_step=args.fault_kill_at_step,
             lost_reply_fraction=args.fault_lose_replies,
+            lost_ack_fraction=args.fault_lose_acks,
         )
         if not 0 <= config.node_id < config.topology.n:
             raise NetdpError(f"--id {config.node_id} is not a node of {args.topology} (n = {config.topology.n})")

@@ -22,23 +22,49 @@ from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
 from node.mailboxes.token_slot import AdmitRule, TokenSlot
 from node.message import GOSSIP, IdScheme, Message
-from node.noise import GaussianSampler
+from node.noise import GaussianSampler, RandomizedResponseSampler
 from node.receiver import Handler, Receiver
 from node.topology import NetworkParams, Topology
 
 
 class NodeNoise:
-    """The node's own noise: drawn from its sampler, each draw logged privately, never sent as such."""
+    """The node's own noise: drawn from its samplers, each draw logged privately, never sent as such."""
 
-    def __init__(self, sampler: GaussianSampler, journal: Journal) -> None:
+    def __init__(self, sampler: GaussianSampler, journal: Journal,
+                 randomized_response: RandomizedResponseSampler | None = None) -> None:
         self._sampler = sampler
         self._journal = journal
+        self._randomized_response = randomized_response
 
     async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
         """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""
         noisy = self._sampler.perturb(value, sigma)
         await self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
         return noisy
+
+    async def randomized_response(self, value: int, categories: int, epsilon: float, *, step: int,
+                                  purpose: str) -> int:
+        """ε-randomized response over 0..L−1 (ε = 0: a uniform draw, whatever `value`); the draw is logged
+        privately under (step, purpose) as e_answer − e_value, the change it makes to a histogram."""
+        if self._randomized_response is None:
+            raise ValueError("this node was started without a randomized-response sampler")
+        answer = self._randomized_response.respond(value, categories, epsilon)
+        change = np.zeros(categories)
+        change[answer] += 1.0
+        change[value] -= 1.0
+        await self._journal.noise(purpose, change, step=step, mechanism="randomized_response", scale=epsilon)
+        return answer
+
+    async def uniform_histogram(self, categories: int, count: int, *, step: int, purpose: str) -> np.ndarray:
+        """The counts of `count` uniform draws from 0..L−1 (randomized response at ε = 0, so from the same
+        sampler), logged privately as one draw under (step, purpose)."""
+        if self._randomized_response is None:
+            raise ValueError("this node was started without a randomized-response sampler")
+        counts = np.zeros(categories)
+        for _ in range(count):
+            counts[self._randomized_response.respond(0, categories, 0.0)] += 1.0
+        await self._journal.noise(purpose, counts, step=step, mechanism="uniform", scale=float(count))
+        return counts
 
 
 class ProtocolContext:
@@ -77,9 +103,10 @@ class ProtocolContext:
 
     # --- mailboxes ---------------------------------------------------------------------------
 
-    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool) -> None:
-        """Take incoming messages of `kind` with `handler` (validated first, like every message)."""
-        self._receiver.register(kind, handler, scheme=scheme, payload=payload)
+    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool = False) -> None:
+        """Take incoming messages of `kind` with `handler` (validated first, like every message);
+        `anonymous`: the handler and the log never learn who sent them."""
+        self._receiver.register(kind, handler, scheme=scheme, payload=payload, anonymous=anonymous)
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's graph."""
@@ -107,9 +134,8 @@ class ProtocolContext:
     def token_slot(self, kind: str, *, anonymous: bool = False, admit: AdmitRule | None = None) -> TokenSlot:
         """Custody of the tokens of `kind` walking through this node; `anonymous`: a sender-anonymous view;
         `admit`: the protocol's rule for which sender may pass which hop (it raises Refusal)."""
-        slot = TokenSlot(kind, self.journal, self._outbox, attempts=self.network.send_attempts,
-                         anonymous=anonymous, admit=admit)
-        self.on(kind, slot.handle, scheme="hop", payload=True)
+        slot = TokenSlot(kind, self.journal, self._outbox, attempts=self.network.send_attempts, admit=admit)
+        self.on(kind, slot.handle, scheme="hop", payload=True, anonymous=anonymous)
         return slot
 
     # --- verbs -------------------------------------------------------------------------------

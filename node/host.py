@@ -21,7 +21,7 @@ from node.context import NodeNoise, ProtocolContext
 from node.delivery import PING, Outbox
 from node.journal import Journal
 from node.message import Message
-from node.noise import GaussianSampler
+from node.noise import GaussianSampler, RandomizedResponseSampler
 from node.protocols.registry import protocol_spec
 from node.receiver import Receiver
 from node.topology import Topology
@@ -42,7 +42,8 @@ class NodeHost:
     """The state one node id owns for one run."""
 
     def __init__(self, topology: Topology, node_id: int, private_data: Any, sampler: GaussianSampler,
-                 log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None) -> None:
+                 log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None,
+                 randomized_response: RandomizedResponseSampler | None = None) -> None:
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
         self.topology = topology
@@ -55,7 +56,7 @@ class NodeHost:
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
                              sender=node_id)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
-                                  NodeNoise(sampler, self.journal), on_step or _no_hook)
+                                  NodeNoise(sampler, self.journal, randomized_response), on_step or _no_hook)
         self._protocol = spec.start(context, private_data)
 
     async def run(self) -> NodeOutcome:
@@ -84,9 +85,11 @@ class NodeHost:
 def _header(topology: Topology, node_id: int, sampler: GaussianSampler) -> viewlog_pb2.RunHeader:
     params = topology.protocol
     public = json.loads(topology.public_parameters_json())
+    gaussian = params.name != "ring-histogram"  # its noise is randomized response: no Gaussian grid to account
     public["sampler"] = {
         "kind": sampler.kind,
-        "effective_sensitivity": sampler.effective_sensitivity(params.sensitivity, params.sigma),
+        "effective_sensitivity": (sampler.effective_sensitivity(params.sensitivity, params.sigma) if gaussian
+                                  else params.sensitivity),
     }
     return viewlog_pb2.RunHeader(
         run_id=topology.run_id,

@@ -110,11 +110,13 @@ class Journal:
         await self.write(viewlog_pb2.Record(drop_out=record))
 
     async def rejected(self, envelope: peer_pb2.Envelope | None, status_code: str, detail: str,
-                       payload: np.ndarray | None = None) -> None:
-        """A refused message: who claimed to send it, which id, why, and its payload if it reached the node."""
+                       payload: np.ndarray | None = None, *, anonymous: bool = False) -> None:
+        """A refused message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
+        and its payload if it reached the node."""
         record = viewlog_pb2.Rejected(claimed_sender=-1, status_code=status_code, detail=detail[:500])
         if envelope is not None:
-            record.claimed_sender = int(envelope.sender)
+            if not anonymous:
+                record.claimed_sender = int(envelope.sender)
             record.kind = envelope.kind
             MessageId.of(envelope).fill(record)
         if payload is not None:

@@ -10,11 +10,52 @@ regulariser's gradient λθ depends on no data and is added after clipping. Labe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
+from node import data
+from node.errors import ConfigError
+
 Task = Literal["logistic", "least_squares"]
+Adjacency = Literal["example", "dataset"]
+
+
+def derived_sensitivity(clip: float, adjacency: Adjacency, batch: int | None) -> float:
+    """Δ of one step's gradient: 2C/b when one of b averaged examples is replaced, 2C for a whole dataset.
+
+    Full-batch GD with replace-one adjacency depends on each node's local size, which the
+    published parameters do not know: that case needs an explicit Δ (or a minibatch size).
+    """
+    if adjacency == "dataset":
+        return 2.0 * clip
+    if batch is None:
+        raise ValueError("replace-one adjacency with full-batch gradients needs --sensitivity or --batch")
+    return 2.0 * clip / batch
+
+
+@dataclass(frozen=True)
+class LocalData:
+    """A node's training examples (rows of x) and labels or targets y."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def batch(self, step: int, size: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Step `step`'s examples: all of them, or the next `size` in cyclic order."""
+        if size is None:
+            return self.x, self.y
+        rows = (step * size + np.arange(size)) % len(self.y)
+        return self.x[rows], self.y[rows]
+
+
+def load_local_data(path: Path, params: Any) -> LocalData:
+    """The node's training share, checked against the published dimension and batch size."""
+    x, y = data.load_learning_data(path, params.dimension, task=params.task)
+    if params.batch is not None and params.batch > len(y):
+        raise ConfigError(f"{path}: {len(y)} examples, fewer than the minibatch size {params.batch}")
+    return LocalData(x, y)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from node.topology import Topology
 MAX_QUOTED_CHARS = 64
 ACK = "ack"  # the reply to a call whose handler has nothing to answer
 
-# A mailbox's handler: (sender, message) -> the reply to a call, or None.
-Handler = Callable[[int, Message], Awaitable[Message | None]]
+# A mailbox's handler: (sender, or None for a sender-anonymous kind; message) -> the reply to a call, or None.
+Handler = Callable[[int | None, Message], Awaitable[Message | None]]
 Reply = tuple[peer_pb2.Envelope, bytes] | None
 
 
@@ -40,6 +40,7 @@ class KindRule:
     handler: Handler
     scheme: IdScheme  # which MessageId fields the kind uses
     payload: bool  # carries a vector of the protocol's dimension (else nothing)
+    anonymous: bool = False  # the sender is checked, then forgotten: neither handed on nor logged
 
 
 class Receiver:
@@ -53,11 +54,17 @@ class Receiver:
         self._dimension = topology.protocol.dimension
         self._rules: dict[str, KindRule] = {}
 
-    def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool) -> None:
-        """Route messages of `kind` to `handler` (one mailbox per kind)."""
+    def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool,
+                 anonymous: bool = False) -> None:
+        """Route messages of `kind` to `handler` (one mailbox per kind).
+
+        `anonymous`: a sender-anonymous view of the kind. The sender is still authenticated and
+        checked to be a neighbour (membership), then dropped: the handler gets None and no record
+        of the kind, accepted or refused, names it.
+        """
         if kind in self._rules:
             raise ValueError(f"message kind {kind!r} is registered twice")
-        self._rules[kind] = KindRule(handler, scheme, payload)
+        self._rules[kind] = KindRule(handler, scheme, payload, anonymous)
 
     @property
     def payload_bytes(self) -> int:
@@ -85,7 +92,8 @@ class Receiver:
         message: Message | None = None
         try:
             message = Message(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data))
-            reply = await self._rules[message.kind].handler(sender, message)
+            rule = self._rules[message.kind]
+            reply = await rule.handler(None if rule.anonymous else sender, message)
         except Refusal as refusal:
             await self.reject(envelope, refusal, None if message is None else message.payload)
             raise
@@ -103,8 +111,13 @@ class Receiver:
 
     async def reject(self, envelope: peer_pb2.Envelope | None, refusal: Refusal,
                      payload: np.ndarray | None = None) -> None:
-        """Log a refusal; the transport may refuse before `accept` (no envelope, oversized stream)."""
-        await self._journal.rejected(envelope, refusal.code, refusal.detail, payload)
+        """Log a refusal; the transport may refuse before `accept` (no envelope, oversized stream).
+
+        A refused message of a sender-anonymous kind is logged without its claimed sender.
+        """
+        rule = None if envelope is None else self._rules.get(kind_of(envelope))
+        await self._journal.rejected(envelope, refusal.code, refusal.detail, payload,
+                                     anonymous=rule is not None and rule.anonymous)
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology

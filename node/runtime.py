@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 from node import security
 from node.host import NodeHost, NodeOutcome, StepHook
-from node.noise import SamplerKind, make_sampler
+from node.noise import SamplerKind, make_samplers
 from node.protocols.registry import protocol_spec
 from node.topology import Topology
 from node.transport.grpc_link import GrpcPeerLink
-from node.transport.grpc_server import ReplyLoss, start_server, stop_server
+from node.transport.faults import LostAnswers
+from node.transport.grpc_server import start_server, stop_server
 
 LOG = logging.getLogger("netdp.node")
 SHUTDOWN_GRACE_S = 2.0
@@ -41,6 +41,7 @@ class NodeConfig:
     tls_dir: Path | None = None  # None means plain text (explicitly insecure)
     kill_at_step: int | None = None  # fault injection: SIGKILL this process as this local step starts
     lost_reply_fraction: float = 0.0  # fault injection: this share of the replies to calls is lost
+    lost_ack_fraction: float = 0.0  # fault injection: this share of the acknowledgements of deliveries is lost
 
 
 async def run_node(config: NodeConfig) -> NodeOutcome:
@@ -57,8 +58,9 @@ async def run_node(config: NodeConfig) -> NodeOutcome:
             options=security.channel_options(peer) if tls else (),
         )
 
-    host = NodeHost(topology, config.node_id, private_data, make_sampler(config.sampler, config.simulation_seed),
-                    config.log_dir, link_for, on_step=_kill_switch(config.kill_at_step))
+    samplers = make_samplers(config.sampler, config.simulation_seed)  # its Gaussian stream is make_sampler's
+    host = NodeHost(topology, config.node_id, private_data, samplers.gaussian, config.log_dir, link_for,
+                    on_step=_kill_switch(config.kill_at_step), randomized_response=samplers.randomized_response)
     server, health = await start_server(
         host.receiver,
         config.node_id,
@@ -66,7 +68,7 @@ async def run_node(config: NodeConfig) -> NodeOutcome:
         credentials=security.server_credentials(tls) if tls else None,
         authenticate=security.peer_identity if tls else None,
         chunk_bytes=topology.network.chunk_bytes,
-        lose_reply=_reply_loss(config.lost_reply_fraction),
+        faults=_lost_answers(config),
     )
     LOG.info("node %d listening on %s, %d neighbours", config.node_id, topology.address_of(config.node_id),
              len(topology.neighbours[config.node_id]))
@@ -89,12 +91,10 @@ def _kill_switch(kill_at_step: int | None) -> StepHook | None:
     return maybe_kill
 
 
-def _reply_loss(fraction: float) -> ReplyLoss | None:
-    """Lose this share of replies at random: a network that drops answers after the request was handled."""
-    if fraction <= 0.0:
-        return None
-    rng = random.Random()
-    return lambda: rng.random() < fraction
+def _lost_answers(config: NodeConfig) -> LostAnswers | None:
+    """Lose shares of the answers at random: a network that drops answers after the message was handled."""
+    faults = LostAnswers(replies=config.lost_reply_fraction, acknowledgements=config.lost_ack_fraction)
+    return faults if faults.active else None
 
 
 async def _run_until_signalled(work) -> NodeOutcome:

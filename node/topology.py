@@ -29,18 +29,20 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from node.mixing import edge_weights, metropolis_weight
-from node.protocols import ring_sum, walk_sum
+from node.protocols import ring_histogram, ring_sum, walk_sum
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.ring_histogram import RingHistogramParams
 from node.protocols.ring_sum import RingSumParams
+from node.protocols.rw_sgd import RwSgdParams
 from node.protocols.walk_sum import WalkSumParams
 from node.schema import load_model, save_model
 
 Weighting = Literal["metropolis", "min_degree", "explicit"]
 # The protocol block of a topology: one Params model per protocol, chosen by its `name`.
-ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams | RingSumParams | WalkSumParams,
-                          Field(discriminator="name")]
+ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams | RingSumParams | WalkSumParams
+                          | RwSgdParams | RingHistogramParams, Field(discriminator="name")]
 GraphShape = Literal["undirected", "directed", "erdos_renyi"]
 # The graph shapes each protocol runs on, checked when a topology is loaded, so that a
 # protocol never starts on a graph it cannot use. Every protocol of the union has an entry.
@@ -50,11 +52,14 @@ PROTOCOL_GRAPHS: dict[str, frozenset[GraphShape]] = {
     "muffliato-gd": frozenset({"undirected", "erdos_renyi"}),
     "ring-sum": frozenset({"undirected", "directed"}),
     "walk-sum": frozenset({"undirected"}),
+    "rw-sgd": frozenset({"undirected"}),
+    "ring-histogram": frozenset({"undirected", "directed"}),
 }
 # Protocols that need one graph of their shape in particular: a check that raises ValueError saying why not.
 PROTOCOL_GRAPH_RULES: dict[str, Callable[[Topology], None]] = {
     "ring-sum": ring_sum.check_graph,
     "walk-sum": walk_sum.check_graph,
+    "ring-histogram": ring_histogram.check_topology,
 }
 FORMAT_VERSION = 1
 ROW_SUM_TOLERANCE = 1e-9

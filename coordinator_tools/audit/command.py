@@ -182,7 +182,7 @@ def _observer_table(report: Mapping[str, object]) -> Table:
     shown = worst_observers(report, SHOWN_OBSERVERS)
     table = Table(title=f"Mean Renyi loss per observer, alpha = {report['alpha']:g} "
                   f"(worst {len(shown)} of {len(means['exact'])})")
-    for column in ("observer", "exact", "paper (Thm 1)", "local DP", "exact / LDP"):
+    for column in ("observer", "exact", "paper (closed form)", "local DP", "exact / LDP"):
         table.add_column(column, justify="right")
     for v in shown:
         exact, paper, ldp = means["exact_upper"][v], means["paper"][v], means["ldp"][v]

@@ -31,9 +31,9 @@ FIGURES = {
 }
 DPI = 120
 # Series drawn per hop distance: (column, label, colour); offsets keep error bars apart.
-RDP_SERIES = (("paper_rdp", "paper (Thm 1)", "tab:orange"), ("exact_rdp_upper", "exact", "tab:blue"))
+RDP_SERIES = (("paper_rdp", "paper (closed form)", "tab:orange"), ("exact_rdp_upper", "exact", "tab:blue"))
 EPS_SERIES = (
-    ("paper_eps", "paper (Thm 1)", "tab:orange"),
+    ("paper_eps", "paper (closed form)", "tab:orange"),
     ("exact_eps_upper", "exact", "tab:blue"),
     ("empirical_eps_lower", "empirical (attack, lower bound)", "tab:green"),
 )
@@ -156,7 +156,7 @@ def _node_means(report: Mapping[str, object], columns: Mapping[str, np.ndarray])
         axis.annotate("inf", (v, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top", color="tab:red")
     paper = [_float(x) for x in means["paper"]]
     ldp = [_float(x) for x in means["ldp"]]
-    axis.plot(observers, paper, "D", color="tab:orange", label="paper (Thm 1)")
+    axis.plot(observers, paper, "D", color="tab:orange", label="paper (closed form)")
     axis.plot(observers, ldp, "_", color="tab:red", markersize=14, mew=2, label="local DP (same noise)")
     _baseline_line(axis, baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
     _log_scale(axis, exact, paper, ldp, [baselines["central"]])

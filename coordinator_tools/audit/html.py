@@ -33,6 +33,9 @@ FIGURE_CAPTIONS = {
                "local DP (like Muffliato Fig. 1c).",
     "schedule_spread": "Pairwise exact epsilon of the run's schedule (realized) against the other schedule, "
                        "planned ex ante on the same nodes, steps and noise (like Muffliato Fig. 1b).",
+    "communicability": "A random walk's pairwise loss (Thm 3 where the order is valid, else ex ante over "
+                       "simulated walks) beside the graph's communicability expm(A), log scales (like ICML 2024 "
+                       "Fig. 3).",
 }
 
 
@@ -151,7 +154,7 @@ def _summary_table(report: Mapping[str, object]) -> str:
     return "\n".join([
         f"<p>Mean Renyi loss (1/n) sum over sources u, at alpha = {report['alpha']:g}; "
         f"worst {len(rows)} observers shown{f', {hidden} more in {REPORT_FILE}' if hidden else ''}.</p>",
-        _table(("observer v", "exact", "exact (upper end)", "paper (Thm 1)", "local DP"), rows),
+        _table(("observer v", "exact", "exact (upper end)", "paper (closed form)", "local DP"), rows),
         f"<p>Baselines at the same noise: local DP {_number(report['baselines']['ldp']['rdp'])}, "
         f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
         f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {len(report['pairs'])} pairs "

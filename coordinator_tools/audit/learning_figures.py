@@ -3,7 +3,9 @@
 * utility: the test metric over steps for netdp, a trusted aggregator with the same noise
   (central) and local DP (like Muffliato Fig. 1c), from the `utility` block;
 * schedule_spread: the pairwise ε of the run's schedule (realized) against the other schedule
-  (planned), as sorted curves and boxes (like Muffliato Fig. 1b), from `learning.schedule_comparison`.
+  (planned), as sorted curves and boxes (like Muffliato Fig. 1b), from `learning.schedule_comparison`;
+* communicability: a random walk's pairwise losses beside the graph's communicability expm(A),
+  both on a log scale (like ICML 2024 Fig. 3), from `rw_sgd.communicability` and the pairs.
 
 A report without those blocks (an averaging run, or an audit without `--data`) has none of them.
 Figures are built without pyplot, so this module needs no backend of its own.
@@ -17,7 +19,8 @@ from functools import partial
 import numpy as np
 from matplotlib.figure import Figure
 
-LEARNING_FIGURES = {"utility": "utility.png", "schedule_spread": "schedule_spread.png"}
+LEARNING_FIGURES = {"utility": "utility.png", "schedule_spread": "schedule_spread.png",
+                    "communicability": "loss_vs_communicability.png"}
 # Curves of the utility figure: (key in the utility block, label, style).
 UTILITY_SERIES = (
     ("netdp", "netdp (mean over nodes)", {"color": "tab:blue", "linewidth": 2}),
@@ -35,6 +38,8 @@ def learning_drawers(report: Mapping[str, object]) -> dict[str, Callable[[], Fig
         drawers["utility"] = partial(_utility, report)
     if (report.get("learning") or {}).get("schedule_comparison"):
         drawers["schedule_spread"] = partial(_schedule_spread, report)
+    if (report.get("rw_sgd") or {}).get("communicability"):
+        drawers["communicability"] = partial(_communicability, report)
     return drawers
 
 
@@ -91,3 +96,27 @@ def _box(side: Mapping[str, object], levels: np.ndarray) -> dict[str, object]:
     q1, median, q3 = np.interp((0.25, 0.5, 0.75), levels, eps["quantiles"])
     return {"whislo": eps["min"], "q1": q1, "med": median, "q3": q3, "whishi": eps["max"], "mean": eps["mean"],
             "fliers": []}
+
+
+def _communicability(report: Mapping[str, object]) -> Figure:
+    """Thm 3's pairwise loss [u, v] (where its order is valid; else ex ante over simulated walks) beside expm(A)."""
+    communicability = np.asarray(report["rw_sgd"]["communicability"], dtype=float)
+    n = communicability.shape[0]
+    column = "paper" if report["rw_sgd"]["theorem3"]["order_valid"] else "ex_ante"
+    loss = np.full((n, n), np.nan)
+    for pair in report["pairs"]:
+        value = pair[column]["rdp"]
+        loss[pair["source"], pair["observer"]] = np.nan if value is None else float(value)
+    figure = Figure(figsize=(12, 5))
+    panels = figure.subplots(1, 2)
+    shown = ((loss, f"{column.replace('_', ' ')} loss u -> v (Renyi, alpha = {report['alpha']:g})"),
+             (communicability, "communicability expm(A)[u, v]"))
+    for axis, (matrix, title) in zip(panels, shown):
+        positive = np.where(matrix > 0, matrix, np.nan)
+        image = axis.imshow(np.log10(positive), cmap="viridis")
+        figure.colorbar(image, ax=axis, shrink=0.8, label="log10")
+        axis.set_title(title, fontsize=10)
+        axis.set_xlabel("v (observer)" if axis is panels[0] else "v")
+        axis.set_ylabel("u (source)" if axis is panels[0] else "u")
+    figure.suptitle("Where a random walk leaks: pairwise loss against communicability (ICML 2024 Fig. 3)")
+    return figure

@@ -31,6 +31,14 @@ class ThreatModel:
         }
 
 
+@dataclass(frozen=True)
+class PairColumn:
+    """A protocol's own column beside the common ones, [u, v]: RDP at the report's α and ε at its δ."""
+
+    rdp: np.ndarray
+    eps: np.ndarray
+
+
 @dataclass
 class PairwiseLosses:
     """Every column of the report for every ordered pair (u -> v)."""
@@ -65,6 +73,8 @@ class PairwiseLosses:
     # local-DP loss, arrays [u]; None means every source has the baseline's.
     ldp_source_rdp: np.ndarray | None = None
     ldp_source_eps: np.ndarray | None = None
+    # A protocol's own columns by report name (random-walk DP-SGD: realized_path, ex_ante); notes say what each is.
+    columns: dict[str, PairColumn] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -19,17 +19,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
+from netdp.v1 import viewlog_pb2
 
 from coordinator_tools.audit.protocols import auditor_for, auditor_named
 from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun
-from coordinator_tools.audit.records import Finding, MessageKey, NodeLog, PrivateSection, Severity, carries_value
+from coordinator_tools.audit.records import (
+    Finding,
+    MessageKey,
+    NodeLog,
+    PrivateSection,
+    Severity,
+    carries_value,
+)
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
-from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.errors import ConfigError, LogFormatError
 from node.noise import SamplerKind
@@ -192,6 +199,7 @@ def _index_log(
     """Index one log's records by MessageKey; records the topology or the protocol rule out become findings."""
     log = NodeLog(node, contents.header, intact=contents.damage is None)
     neighbours = set(topology.neighbours[node])
+    anonymous = auditor.sender_anonymous(topology)
 
     def odd(kind: str, detail: str, severity: Severity = "error") -> None:
         problems.append(Finding(severity, kind, node, detail))
@@ -209,7 +217,7 @@ def _index_log(
             if problem is not None:
                 odd(*problem, "warning")
             continue
-        if kind in ("sent", "received") and not entry.HasField("peer"):
+        if kind in ("sent", "received") and not entry.HasField("peer") and not (kind == "received" and anonymous):
             odd("anonymous_record", f"a {kind} record without its peer; it is left out")
             continue
         named = kind in PEER_RECORDS or kind in OPTIONAL_PEER_RECORDS and entry.HasField("peer")
@@ -286,6 +294,8 @@ def cross_check(logs: Mapping[int, NodeLog]) -> list[Finding]:
             receiver_log = logs.get(receiver)
             there = key.seen_from(sender)
             got = receiver_log.received.get(there) if receiver_log else None
+            if got is None and receiver_log is not None:  # a sender-anonymous receive is keyed without its sender
+                got = receiver_log.received.get(replace(there, peer=None))
             refused = receiver_log.refused.get(there) if receiver_log else None
             what = key.describe(sender, receiver)
             reply = sent.attempts == 0  # its sender cannot observe its arrival
@@ -305,6 +315,12 @@ def cross_check(logs: Mapping[int, NodeLog]) -> list[Finding]:
                     unverifiable[receiver] = unverifiable.get(receiver, 0) + 1
     for receiver, receiver_log in logs.items():
         for key in receiver_log.values_in_view():
+            if key.peer is None:  # sender-anonymous: some node's log must have sent it here
+                if not any(key.seen_from(receiver) in sender_log.sent for sender_log in logs.values()):
+                    findings.append(Finding("warning", "received_never_sent", receiver,
+                                            f"node {receiver} logged {key.describe(None, receiver)} sender-"
+                                            "anonymously, and no log sent it there"))
+                continue
             sender = key.peer
             sender_log = logs.get(sender)
             if sender_log is not None and key.seen_from(receiver) in sender_log.sent:

@@ -33,6 +33,7 @@ PAIR_COLUMNS = (
     "paper_rdp", "paper_eps",
     "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper", "exact_reconstructable", "exact_ill_conditioned",
     "empirical_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts", "paper_corrected_rdp", "paper_corrected_eps",
+    "realized_path_rdp", "realized_path_eps", "ex_ante_rdp", "ex_ante_eps",
 )  # fmt: skip
 SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
@@ -157,6 +158,8 @@ def _pairs(losses: PairwiseLosses, hops: np.ndarray, undercounts: set[tuple[int,
             if losses.paper_corrected_rdp is not None:
                 pair["paper_corrected"] = {"rdp": json_number(losses.paper_corrected_rdp[u, v]),
                                            "eps": json_number(losses.paper_corrected_eps[u, v])}
+            for name, column in losses.columns.items():
+                pair[name] = {"rdp": json_number(column.rdp[u, v]), "eps": json_number(column.eps[u, v])}
             pairs.append(pair)
     return pairs
 
@@ -168,6 +171,7 @@ def _summary(losses: PairwiseLosses, undercounts: list[tuple[int, int]],
         "exact": losses.exact_rdp,
         "exact_upper": losses.exact_rdp_upper,
         "ldp": losses.ldp_pairs("rdp"),
+        **{name: column.rdp for name, column in losses.columns.items()},
     }
     means = {name: observer_means(matrix) for name, matrix in columns.items()}
     eps_only = np.isnan(losses.paper_rdp)  # a closed form stated in (eps, delta) only: compared in eps

@@ -23,10 +23,11 @@ from coordinator_tools.cluster.command import CONSOLE, add_launch_arguments, lau
 from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS, AveragingDemo, DemoProtocol, LearningDemo
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology, new_run_id
-from coordinator_tools.topology.generators import generate
+from coordinator_tools.topology.generators import GENERATORS, generate
 from node.topology import NetworkParams, Topology, save_topology
 
 CERT_VALIDITY_DAYS = 7
+DEFAULT_NODES = 16
 
 
 def demo_topology(args: argparse.Namespace, protocol: DemoProtocol) -> Topology:
@@ -42,6 +43,9 @@ def _demo_command(args: argparse.Namespace) -> int:
     protocol = DEMO_PROTOCOLS[args.protocol]
     if args.sigma is None:
         args.sigma = protocol.sigma
+    args.graph = args.graph or protocol.graph
+    if args.n is None and "n" in GENERATORS[args.graph].parameters:
+        args.n = protocol.nodes or DEFAULT_NODES
     out = args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     topology = demo_topology(args, protocol)
     save_topology(topology, out / "topology.json")
@@ -66,12 +70,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--protocol", choices=tuple(DEMO_PROTOCOLS), default="muffliato",
                       help="protocol to run (default muffliato: synchronous gossip; muffliato-async: randomized "
                            f"pairwise gossip; muffliato-gd: private SGD on the {LearningDemo.dataset} data, "
-                           "then the audit page with its utility)")
+                           "then the audit page with its utility; rw-sgd: random-walk DP-SGD on the same data)")
     demo.add_argument("--out", type=Path, default=None, help="new folder for everything (default runs/demo-<time>)")
-    demo.add_argument("--graph", default="hypercube", choices=("hypercube", "ring", "complete", "torus", "grid",
-                                                                "exponential", "star"),
-                      help="deterministic graph kind (default hypercube)")
-    demo.add_argument("--n", type=int, default=16, help="number of nodes (default 16)")
+    demo.add_argument("--graph", default=None, choices=("hypercube", "ring", "complete", "torus", "grid",
+                                                         "exponential", "star", "davis_southern_women", "karate_club",
+                                                         "florentine_families"),
+                      help="deterministic graph kind (default hypercube; rw-sgd: davis_southern_women, 32 nodes)")
+    demo.add_argument("--n", type=int, default=None, help="number of nodes (default 16; a named graph fixes it)")
     demo.add_argument("--dimension", type=int, default=None,
                       help=f"averaging: length of each node's vector (default {AveragingDemo.dimension})")
     demo.add_argument("--sigma", type=float, default=None,

@@ -75,6 +75,8 @@ class LaunchOptions:
     certs_dir: Path | None = None  # None: plain text (explicitly insecure)
     kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> local step at whose start it is SIGKILLed
     lost_reply_fraction: float = 0.0  # fault injection: share of call replies every node loses
+    # fault injection: node -> share of the acknowledgements of the deliveries it receives that it loses
+    lost_ack_fraction: Mapping[int, float] = field(default_factory=dict)
     timeout_s: float | None = None
 
 
@@ -109,6 +111,8 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
         command += ["--fault-kill-at-step", str(options.kill_at_round[node_id])]
     if options.lost_reply_fraction:
         command += ["--fault-lose-replies", str(options.lost_reply_fraction)]
+    if options.lost_ack_fraction.get(node_id):
+        command += ["--fault-lose-acks", str(options.lost_ack_fraction[node_id])]
     if options.certs_dir is None:
         command.append("--insecure")
     else:
@@ -160,6 +164,13 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
     strays = sorted(set(options.kill_at_round) - set(range(topology.n)))
     if strays:
         raise ConfigError(f"--kill names node {strays[0]}, but the topology's nodes are 0..{topology.n - 1}")
+    strays = sorted(set(options.lost_ack_fraction) - set(range(topology.n)))
+    if strays:
+        raise ConfigError(f"lost acknowledgements are asked of node {strays[0]}, but the topology's nodes are "
+                          f"0..{topology.n - 1}")
+    bad = {v: f for v, f in options.lost_ack_fraction.items() if not 0.0 <= f <= 1.0}
+    if bad:
+        raise ConfigError(f"node {min(bad)} would lose a share {bad[min(bad)]} of its acknowledgements, not in 0..1")
     if options.certs_dir is not None:
         for v in range(topology.n):
             folder = Path(options.certs_dir) / f"node-{v}"

@@ -19,16 +19,34 @@ import networkx as nx
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, worst_case_spread
+from coordinator_tools.theory import (
+    muffliato_mse_bound,
+    muffliato_t_stop,
+    worst_case_spread,
+)
 from coordinator_tools.topology.build import DerivedWeighting, gossip_mixing
 from node.errors import ConfigError
-from node.learning import Task
+from node.learning import Adjacency, Task, derived_sensitivity
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
-from node.protocols.muffliato_gd import Adjacency, MuffliatoGDParams, derived_sensitivity
+from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.ring_histogram import (
+    RingHistogramParams,
+    calibrate_gamma,
+    initial_elements,
+    rr_epsilon,
+    thm2_conditions,
+)
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
+from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
-from node.topology import PROTOCOL_GRAPHS, ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
+from node.topology import (
+    PROTOCOL_GRAPHS,
+    ErdosRenyiSchedule,
+    GraphSchedule,
+    GraphShape,
+    Topology,
+)
 
 DEFAULT_PROTOCOL = "muffliato"
 AVERAGING_SENSITIVITY = 1.0  # Delta of the averaging protocols when not given: inputs clipped to norm 1/2
@@ -96,6 +114,8 @@ class ProtocolOptions:
     summary: Callable[[Topology], SummaryRows] = _no_summary_rows  # extra rows for `topology show`
 
 
+ALPHA = Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0)
+CYCLES = Option("--cycles", "cycles", "K: times the token goes round the ring", int)
 NOISY_VECTOR_OPTIONS = (
     Option("--sigma", "sigma", "std of each Gaussian noise draw (averaging: once per node; learning: every "
            "gradient step; token sums: sigma_loc of a noisy contribution)", float, default=1.0),
@@ -103,12 +123,23 @@ NOISY_VECTOR_OPTIONS = (
            "between adjacent datasets (averaging and token sums: its input, clipped to norm Delta/2, default "
            f"{AVERAGING_SENSITIVITY}; learning: a step's gradient, default derived from --clip, --adjacency and "
            "--batch)", float),
-    Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0),
+    ALPHA,
     Option("--dimension", "dimension", "length D of every node's vector (learning: the model's, one entry per "
            "feature)", int, default=1),
 )
 STEPS = Option("--steps", "steps", "T: gradient steps (learning); contributions the token collects (walk, default "
                "n: one visit per node on average)", int)
+LEARNING_OPTIONS = (
+    Option("--task", "task", "local loss: logistic regression (labels +-1) or least squares",
+           choices=get_args(Task), default="logistic"),
+    Option("--learning-rate", "learning_rate", "step size eta", float, default=0.5),
+    Option("--clip", "clip", "per-example gradient norm bound C", float, default=1.0),
+    Option("--batch", "batch", "minibatch size b, taken cyclically from the local data (SGD; "
+           "default: the whole local set, GD)", int),
+    Option("--adjacency", "adjacency", "adjacent datasets differ in one example (Delta = 2C/b) or in a "
+           "node's whole dataset (Delta = 2C)", choices=get_args(Adjacency)),
+    Option("--regularization", "regularization", "L2 regularisation lambda", float),
+)
 PLAIN = Option("--plain", "accelerated", "plain gossip instead of Chebyshev acceleration, which needs a fixed "
                "graph's spectral gap (on a graph drawn per step, plain is the default and the only choice)",
                sets=False)
@@ -147,18 +178,21 @@ def _muffliato_summary(topology: Topology) -> SummaryRows:
     ]
 
 
+def _learning_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """Delta from the clip, adjacency and batch unless given."""
+    if "sensitivity" in fields:
+        return fields
+    adjacency = fields.get("adjacency", _model_default(MuffliatoGDParams, "adjacency"))
+    return {"sensitivity": derived_sensitivity(fields["clip"], adjacency, fields.get("batch")), **fields}
+
+
 def _gd_defaults(fields: Fields, graph: GraphFacts) -> Fields:
-    """Delta from the clip, adjacency and batch unless given; plain gossip on a graph drawn per step.
+    """Delta as for every learning protocol; plain gossip on a graph drawn per step.
 
     A graph drawn per step has no spectral gap for Chebyshev acceleration to use.
     """
-    defaults: Fields = {}
-    if "sensitivity" not in fields:
-        adjacency = fields.get("adjacency", _model_default(MuffliatoGDParams, "adjacency"))
-        defaults["sensitivity"] = derived_sensitivity(fields["clip"], adjacency, fields.get("batch"))
-    if graph.shape == "erdos_renyi":
-        defaults["accelerated"] = False
-    return {**defaults, **fields}
+    fields = _learning_defaults(fields, graph)
+    return {"accelerated": False, **fields} if graph.shape == "erdos_renyi" else fields
 
 
 def _walk_defaults(fields: Fields, graph: GraphFacts) -> Fields:
@@ -172,6 +206,32 @@ def _token_sum_summary(topology: Topology) -> SummaryRows:
         ("noisy contributions", len(protocol.noise_sigmas(topology.n))),
         ("std of the sum's noise", f"{protocol.sum_noise_std(topology.n):.6g}"),
     ]
+
+
+def _histogram_defaults(fields: Fields, graph: GraphFacts) -> Fields:
+    """γ given, or calibrated by PAbD Thm 2 for --target-epsilon and --target-delta on this graph's n."""
+    target = fields.get("target_epsilon"), fields.get("target_delta")
+    if "gamma" in fields and target != (None, None):
+        raise ConfigError("give --gamma or a target (--target-epsilon with --target-delta), not both")
+    if "gamma" in fields:
+        return fields
+    if None in target:
+        raise ConfigError("ring-histogram needs --gamma, or --target-epsilon with --target-delta for PAbD Thm 2")
+    if "categories" not in fields:
+        return fields  # the Params model names the missing --categories
+    return {**fields, "gamma": calibrate_gamma(graph.n, fields["categories"], *target)}
+
+
+def _histogram_summary(topology: Topology) -> SummaryRows:
+    protocol = topology.protocol
+    rows: SummaryRows = [
+        ("initial random elements ceil(gamma n)", initial_elements(protocol.gamma, topology.n)),
+        ("eps of RR_gamma, ln(1 + L(1-gamma)/gamma)", f"{rr_epsilon(protocol.gamma, protocol.categories):.6g}"),
+    ]
+    if protocol.target_epsilon is not None:
+        rows += [(f"Thm 2: {condition.name}", "holds" if condition.holds else f"FAILS ({condition.detail})")
+                 for condition in thm2_conditions(topology.n, protocol.target_epsilon, protocol.target_delta)]
+    return rows
 
 
 PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
@@ -203,22 +263,13 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
             STEPS,
             Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
             PLAIN,
-            Option("--task", "task", "local loss: logistic regression (labels +-1) or least squares",
-                   choices=get_args(Task), default="logistic"),
-            Option("--learning-rate", "learning_rate", "step size eta", float, default=0.5),
-            Option("--clip", "clip", "per-example gradient norm bound C", float, default=1.0),
-            Option("--batch", "batch", "minibatch size b, taken cyclically from the local data (SGD; "
-                   "default: the whole local set, GD)", int),
-            Option("--adjacency", "adjacency", "adjacent datasets differ in one example (Delta = 2C/b) or in a "
-                   "node's whole dataset (Delta = 2C)", choices=get_args(Adjacency)),
-            Option("--regularization", "regularization", "L2 regularisation lambda", float),
-        ),
+        ) + LEARNING_OPTIONS,
         derive=_gd_defaults,
     ),
     "ring-sum": ProtocolOptions(
         RingSumParams,
         NOISY_VECTOR_OPTIONS + (
-            Option("--cycles", "cycles", "K: times the token goes round the ring", int),
+            CYCLES,
             Option("--noise-placement", "noise_placement", "single: one contribution in n - 1 adds the noise "
                    "(PAbD Alg. 1); distributed: every one adds N(0, sigma^2/n), the first N(0, sigma^2) (Remark 1)",
                    choices=get_args(NoisePlacement)),
@@ -231,6 +282,32 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
         NOISY_VECTOR_OPTIONS + (STEPS,),
         derive=_walk_defaults,
         summary=_token_sum_summary,
+    ),
+    "rw-sgd": ProtocolOptions(
+        RwSgdParams,
+        NOISY_VECTOR_OPTIONS + (
+            STEPS,
+            Option("--contribution-cap", "contribution_cap", "N_max: gradient steps a node takes at most; later "
+                   "visits of the model add noise only (ICML 2024 Remark 5; default: no cap)", int),
+            Option("--sender", "sender", "known: a receiver learns which neighbour handed it the model (as the "
+                   "transport tells it); anonymous: it checks, then forgets it", choices=get_args(SenderView)),
+        ) + LEARNING_OPTIONS,
+        derive=_learning_defaults,
+    ),
+    "ring-histogram": ProtocolOptions(
+        RingHistogramParams,
+        (
+            Option("--categories", "categories", "L: every node's input is a category in 0..L-1", int),
+            CYCLES,
+            Option("--gamma", "gamma", "probability that randomized response RR_gamma replaces a node's answer by a "
+                   "uniform category (or a Thm 2 target)", float),
+            Option("--target-epsilon", "target_epsilon", "epsilon for which PAbD Thm 2 calibrates gamma from n "
+                   "(with --target-delta)", float),
+            Option("--target-delta", "target_delta", "delta of the Thm 2 calibration (with --target-epsilon)", float),
+            ALPHA,
+        ),
+        derive=_histogram_defaults,
+        summary=_histogram_summary,
     ),
 }
 

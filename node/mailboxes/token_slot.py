@@ -57,27 +57,28 @@ class TokenSlot:
     """Custody of the tokens of one kind that walk through this node."""
 
     def __init__(self, kind: str, journal: Journal, outbox: Outbox, *, attempts: int,
-                 anonymous: bool = False, admit: AdmitRule | None = None) -> None:
+                 admit: AdmitRule | None = None) -> None:
         self._kind = kind
         self._admit = admit
         self._journal = journal
         self._outbox = outbox
         self._delivery = CustodyDelivery(attempts)
-        self._anonymous = anonymous  # sender-anonymous view: the sender is neither logged nor handed on
         self._lock = asyncio.Lock()
         self._arrivals: asyncio.Queue[Token] = asyncio.Queue()
         self._held: dict[str, Token] = {}  # token id -> the token, in custody here and not in transit
         self._last_hop: dict[str, int] = {}  # token id -> the newest hop seen here, received or forwarded
         self._taken: set[tuple[str, int]] = set()  # (token id, hop) of every token logged as received
 
-    async def handle(self, sender: int, message: Message) -> None:
-        """The mailbox's handler: take custody of a new hop, acknowledge a copy, refuse a stale one."""
+    async def handle(self, sender: int | None, message: Message) -> None:
+        """The mailbox's handler: take custody of a new hop, acknowledge a copy, refuse a stale one.
+
+        `sender` is None when the receiver registered the kind sender-anonymous: nothing here names it then.
+        """
         token_id, hop = message.id.token_id, message.id.hop
         if not token_id or hop == 0:
             raise Refusal("INVALID_ARGUMENT", "a forwarded token carries a token id and a hop from 1")
-        peer = None if self._anonymous else sender
         if self._admit is not None:
-            self._admit(peer, message.id)
+            self._admit(sender, message.id)
         async with self._lock:
             if (token_id, hop) in self._taken:
                 return
@@ -87,8 +88,8 @@ class TokenSlot:
                 raise Refusal("FAILED_PRECONDITION", f"hop {hop} of the token is stale: hop {last} was here")
             if token_id in self._held:
                 raise Refusal("FAILED_PRECONDITION", f"the token is in custody here at hop {self._held[token_id].hop}")
-            await self._journal.write(received_record(peer, message), token_record(token_id, hop, RECEIVED, peer))
-            token = Token(token_id, hop, message.payload, peer)
+            await self._journal.write(received_record(sender, message), token_record(token_id, hop, RECEIVED, sender))
+            token = Token(token_id, hop, message.payload, sender)
             self._taken.add((token_id, hop))
             self._last_hop[token_id] = hop
             self._held[token_id] = token

@@ -12,20 +12,16 @@ step is refused. Drop-outs are handled as in synchronous Muffliato. The output i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from node import data
-from node.errors import ConfigError
-from node.learning import Task, clipped_gradient
+from node.learning import LocalData, clipped_gradient, load_local_data
 from node.mixing import chebyshev_omega
 from node.protocols.base import NodeOutput, ProtocolSpec
 from node.protocols.gossip import BarrierRounds, run_gossip
-from node.protocols.params import NoisyVectorParams
+from node.protocols.params import LearningParams
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
@@ -33,48 +29,15 @@ if TYPE_CHECKING:
 
 PROTOCOL_NAME = "muffliato-gd"
 NOISE_PURPOSE = "gradient"
-Adjacency = Literal["example", "dataset"]
 
 
-def derived_sensitivity(clip: float, adjacency: Adjacency, batch: int | None) -> float:
-    """Δ of one step's gradient: 2C/b when one of b averaged examples is replaced, 2C for a whole dataset.
-
-    Full-batch GD with replace-one adjacency depends on each node's local size, which the
-    published parameters do not know: that case needs an explicit Δ (or a minibatch size).
-    """
-    if adjacency == "dataset":
-        return 2.0 * clip
-    if batch is None:
-        raise ValueError("replace-one adjacency with full-batch gradients needs --sensitivity or --batch")
-    return 2.0 * clip / batch
-
-
-class MuffliatoGDParams(NoisyVectorParams):
+class MuffliatoGDParams(LearningParams):
     """Public parameters of Muffliato-GD/SGD (Alg. 3)."""
 
     name: Literal["muffliato-gd"] = "muffliato-gd"
-    sigma: float = Field(ge=0.0, description="std of the Gaussian noise added to every gradient step")
-    sensitivity: float = Field(gt=0.0, description="Δ: bound on the change of one node's step gradient "
-                                                   "between adjacent datasets")
-    dimension: int = Field(ge=1, description="number of features D (the model's length)")
-    task: Task = Field(description="the local loss: logistic regression (labels ±1) or least squares")
     steps: int = Field(ge=1, description="gradient steps T")
     gossip_rounds: int = Field(ge=1, description="gossip rounds K after every step")
     accelerated: bool = Field(False, description="Chebyshev acceleration of the K rounds (fixed graphs only)")
-    learning_rate: float = Field(gt=0.0, description="step size η")
-    clip: float = Field(gt=0.0, description="per-example gradient norm bound C")
-    batch: int | None = Field(None, ge=1, description="minibatch size b (SGD); none: the whole local set (GD)")
-    adjacency: Adjacency = Field("example", description="neighbouring datasets: one example replaced, or all")
-    regularization: float = Field(0.0, ge=0.0, description="L2 regularisation λ")
-
-    @model_validator(mode="after")
-    def _sensitivity_covers_the_clip(self) -> "MuffliatoGDParams":
-        if self.batch is not None or self.adjacency == "dataset":
-            derived = derived_sensitivity(self.clip, self.adjacency, self.batch)
-            if self.sensitivity < derived * (1 - 1e-12):
-                raise ValueError(f"sensitivity {self.sensitivity:g} is below {derived:g}, the bound that clip "
-                                 f"{self.clip:g} gives with {self.adjacency} adjacency: the noise would not cover it")
-        return self
 
     @property
     def rounds(self) -> int:
@@ -84,29 +47,6 @@ class MuffliatoGDParams(NoisyVectorParams):
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """How long a run may take when every round waits its deadline twice over."""
         return self.rounds * network.round_deadline_s * 2
-
-
-@dataclass(frozen=True)
-class LocalData:
-    """A node's training examples (rows of x) and labels or targets y."""
-
-    x: np.ndarray
-    y: np.ndarray
-
-    def batch(self, step: int, size: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """Step `step`'s examples: all of them, or the next `size` in cyclic order."""
-        if size is None:
-            return self.x, self.y
-        rows = (step * size + np.arange(size)) % len(self.y)
-        return self.x[rows], self.y[rows]
-
-
-def load_local_data(path: Path, params: Any) -> LocalData:
-    """The node's training share, checked against the published dimension and batch size."""
-    x, y = data.load_learning_data(path, params.dimension, task=params.task)
-    if params.batch is not None and params.batch > len(y):
-        raise ConfigError(f"{path}: {len(y)} examples, fewer than the minibatch size {params.batch}")
-    return LocalData(x, y)
 
 
 class MuffliatoGDNode:

@@ -18,7 +18,10 @@ only. A full draw in the last contribution makes τ itself a release at σ_loc o
 After the K·n-th contribution node n − 1 holds the sum. It originates a `result` token
 carrying it, which goes once more round the ring (hops 1..n − 1, custody-logged like the
 sum's); each node outputs the result as soon as it has passed it on (node n − 2, the last,
-as it takes it), so the run ends for every node without a linger.
+as it takes it). It then takes its leave of its two ring neighbours (`token_sum.Farewell`) and
+exits once both have taken theirs: its predecessor may still be retrying the last hand-over to
+it (the token taken here, the acknowledgements lost), and is acknowledged, not left without an
+answer; no node waits a fixed linger.
 
 Failures: a ring allows no other hop. A holder whose successor cannot take the token
 retries (each try is a custody delivery with its own retries) until the run deadline, then
@@ -45,6 +48,7 @@ from node.protocols.token_sum import (
     TOKEN,
     Contributor,
     Deadline,
+    Farewell,
     TokenSumParams,
     TokenWalkError,
 )
@@ -100,8 +104,8 @@ def check_graph(topology: Topology) -> None:
     ring = {frozenset((v, successor(v, n))) for v in range(n)}
     links = {frozenset(link) for link in topology.edge_weights}
     if links != ring or any(successor(v, n) not in topology.out_neighbours[v] for v in range(n)):
-        raise ValueError(f"ring-sum passes its token round the public ring 0 -> 1 -> ... -> {n - 1} -> 0 and this "
-                         "graph is not that ring; publish one with `netdp topology generate ring`")
+        raise ValueError(f"{topology.protocol.name} passes its token round the public ring 0 -> 1 -> ... -> {n - 1} "
+                         "-> 0 and this graph is not that ring; publish one with `netdp topology generate ring`")
 
 
 async def take(slot: TokenSlot, deadline: Deadline, what: str) -> Token:
@@ -130,17 +134,34 @@ async def pass_on(slot: TokenSlot, peer: int, token: Token, value: np.ndarray, d
         await asyncio.sleep(min(RETRY_PAUSE_S, deadline.remaining()))
 
 
-class RingSumNode:
-    """One node's part: K contributions as the sum token passes, then the result token passed on once."""
+class RingTokenNode:
+    """One node's part of a ring token walk: K contributions as the token passes, then the result passed on once.
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    What a node adds at its visit (`_contribute`), what the originator starts the token with
+    (`_initial_value`) and what it outputs from the result (`_output`) are the protocol's;
+    custody, the ring's admit rule, deadlines and the farewell are shared (ring-sum, ring-histogram).
+    """
+
+    def __init__(self, context: ProtocolContext) -> None:
         self._context = context
         params, n, node = context.params, context.topology.n, context.node_id
         self._n, self._node = n, node
-        self._contributor = Contributor(context, value)
         sum_hops = set(range(node, params.cycles * n, n)) - {0}
         self._sum = context.token_slot(TOKEN, admit=self._ring_rule(SUM_TOKEN_ID, sum_hops))
         self._result = context.token_slot(RESULT, admit=self._ring_rule(RESULT_TOKEN_ID, {node + 1} - {n}))
+        self._farewell = Farewell(context)
+
+    async def _initial_value(self) -> np.ndarray:
+        """The token's value as node 0 originates it."""
+        return np.zeros(self._context.params.dimension)
+
+    async def _contribute(self, token: Token, visit: int) -> np.ndarray:
+        """The token's value once this node's contribution at `visit` is in."""
+        raise NotImplementedError
+
+    def _output(self, result: np.ndarray) -> np.ndarray:
+        """What this node outputs from the result."""
+        return result
 
     def _ring_rule(self, token_id: str, hops: Collection[int]) -> AdmitRule:
         """Take token `token_id` only from the predecessor, and only at the hops this node holds."""
@@ -162,12 +183,11 @@ class RingSumNode:
         deadline = Deadline.for_run(params, network, n)
         await context.step_started(0)
         await context.wait_for_peers([successor(self._node, n)], network.startup_deadline_s)
-        held = self._sum.originate(SUM_TOKEN_ID, np.zeros(params.dimension)) if self._node == 0 else None
+        held = self._sum.originate(SUM_TOKEN_ID, await self._initial_value()) if self._node == 0 else None
         for visit in range(params.cycles):
             token = held if held is not None else await take(self._sum, deadline, "sum token")
             held = None
-            sigma = noise_sigma(token.hop, n, params.cycles, params.sigma, params.noise_placement)
-            value = await self._contributor.add(token.value, sigma, visit)
+            value = await self._contribute(token, visit)
             if token.hop == params.cycles * n - 1:  # the last contribution: this node holds the sum
                 return await self._finish(self._result.originate(RESULT_TOKEN_ID, value), deadline)
             await pass_on(self._sum, successor(self._node, n), token, value, deadline, network)
@@ -179,7 +199,21 @@ class RingSumNode:
         if result.hop < self._n - 1:
             await pass_on(self._result, successor(self._node, self._n), result, result.value, deadline,
                           self._context.network)
-        return NodeOutput(result.value, self._context.params.cycles)
+        await self._farewell.part(deadline)  # a retried hand-over to this node is still acknowledged
+        return NodeOutput(self._output(result.value), self._context.params.cycles)
+
+
+class RingSumNode(RingTokenNode):
+    """Ring real summation: each visit adds the clipped input, plus noise where `noise_sigma` says."""
+
+    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+        super().__init__(context)
+        self._contributor = Contributor(context, value)
+
+    async def _contribute(self, token: Token, visit: int) -> np.ndarray:
+        params = self._context.params
+        sigma = noise_sigma(token.hop, self._n, params.cycles, params.sigma, params.noise_placement)
+        return await self._contributor.add(token.value, sigma, visit)
 
 
 SPEC = ProtocolSpec(PROTOCOL_NAME, RingSumParams, RingSumNode)

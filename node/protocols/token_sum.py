@@ -19,25 +19,41 @@ token, whatever visits it kept for itself on the way.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import secrets
 import time
 from abc import abstractmethod
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from pydantic import Field
 
 from node.data import clip_to_ball
+from node.delivery import CustodyDelivery
+from node.message import Message, MessageId
 from node.errors import NetdpError
 from node.protocols.params import NoisyVectorParams
+from node.transport.base import RETRYABLE_CODES
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
+    from node.mailboxes.token_slot import Token, TokenSlot
     from node.topology import NetworkParams
 
 TOKEN = "token"  # the kind of the summation token's messages
 SUM_TOKEN_ID = "sum"
 NOISE_PURPOSE = "perturb"  # Perturb(x_u^k; σ) of the paper; the draw's step is the node's visit index k
+OVER = "over"  # Deliver, no payload: this node's part of the run is over (the farewell)
+_PATH_DRAWS = secrets.SystemRandom()  # the OS CSPRNG: no seed exists to leak a walk's secret path
+Reachable = Callable[[int, float], Awaitable[bool]]  # (peer, timeout) -> whether it answers a ping
+
+
+class HopCounted(Protocol):
+    """A token protocol's parameters, as far as its deadlines go."""
+
+    def hops(self, n: int) -> int: ...
 
 
 class TokenSumParams(NoisyVectorParams):
@@ -75,12 +91,54 @@ class Deadline:
         self._at = time.monotonic() + seconds
 
     @classmethod
-    def for_run(cls, params: TokenSumParams, network: NetworkParams, n: int) -> Deadline:
+    def for_run(cls, params: HopCounted, network: NetworkParams, n: int) -> Deadline:
         """From now, as the node starts: the startup deadline, then a round deadline per hop of the run."""
         return cls(network.startup_deadline_s + params.hops(n) * network.round_deadline_s)
 
     def remaining(self) -> float:
         return max(0.0, self._at - time.monotonic())
+
+
+class Farewell:
+    """The end of a token run for every node, with no fixed linger.
+
+    A node whose part is over tells every neighbour so (`over`, a custody delivery) and stays
+    until each neighbour that took the notice has told it the same, or the run deadline. So no
+    node leaves while a neighbour may still retry a hand-over to it whose acknowledgements were
+    lost: that neighbour's notice comes only after its last hand-over. A notice received is
+    logged (it carries nothing but its sender); a retried copy is acknowledged, not logged again.
+    The first notice also tells a waiting node that the walk ended without it (`came`).
+    """
+
+    def __init__(self, context: ProtocolContext) -> None:
+        self._context = context
+        self._heard: set[int | None] = set()
+        self._news = asyncio.Event()
+        self.came = asyncio.Event()
+        context.on(OVER, self._on_notice, scheme="none", payload=False)
+
+    async def _on_notice(self, sender: int | None, message: Message) -> None:
+        if sender in self._heard:  # a retry whose acknowledgement was lost
+            return
+        await self._context.journal.received(sender, message)
+        self._heard.add(sender)
+        self._news.set()
+        self.came.set()
+
+    async def part(self, deadline: Deadline) -> None:
+        """Tell every neighbour this node is done, then wait for the notice of each one that took it."""
+        context = self._context
+        fates = await context.broadcast(context.neighbours(), Message(OVER, MessageId()),
+                                        CustodyDelivery(context.network.send_attempts),
+                                        min(context.network.round_deadline_s, deadline.remaining()))
+        told = {peer for peer, fate in fates.items() if fate.delivered}
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                while not told <= self._heard:
+                    self._news.clear()
+                    await self._news.wait()
+        except TimeoutError:
+            pass  # a neighbour that took the notice and stopped before its own: the deadline ends the wait
 
 
 class Contributor:
@@ -97,3 +155,41 @@ class Contributor:
         if sigma is None:
             return token + self._input
         return token + await context.noise.gaussian(self._input, sigma, step=visit, purpose=NOISE_PURPOSE)
+
+
+async def hand_on_drawn(slot: TokenSlot, token: Token, value: np.ndarray, weights: Mapping[int, float], *,
+                        holder: int, budget_s: float, reachable: Reachable, walk_over: Callable[[], bool],
+                        deadline: Deadline) -> Token | None:
+    """Pass `token`, now `value`, to a next holder drawn from `weights` (the holder's row of the walk).
+
+    Returns the next hop when the holder drew itself (custody stays: `keep`), None once another
+    node took the token. A drawn node that cannot take it is left out and the rest of the row is
+    drawn again, renormalised; when no one is left, the walk cannot go on from here.
+
+    A drawn node whose delivery failed without an answer (no connection, no acknowledgement in
+    time) is tried again with the same hop as long as it answers a ping (`reachable`), until
+    `deadline`: it may have taken the token with only its acknowledgements lost, and drawing
+    another node would fork the walk. `walk_over()` true (the walk's end came) means the token
+    went on after all: nothing is left to hand on.
+    """
+    row = {peer: weight for peer, weight in weights.items() if weight > 0.0}
+    while row:
+        peers = list(row)
+        peer = _PATH_DRAWS.choices(peers, weights=[row[p] for p in peers])[0]
+        if peer == holder:
+            return await slot.keep(token, value)
+        while True:
+            delivery = await slot.forward(peer, token, value, budget_s)
+            if delivery.delivered or not slot.holds(token) or walk_over():
+                return None
+            answered = delivery.failure.partition(":")[0] not in RETRYABLE_CODES  # a refusal: it did not take it
+            if answered or not await reachable(peer, budget_s):
+                break  # it refused the hop, or it is down (with any copy it took)
+            if walk_over():
+                return None
+            if deadline.remaining() <= 0.0:
+                raise TokenWalkError(f"node {peer} answers but did not acknowledge the token at hop {token.hop + 1} "
+                                     f"before the run deadline ({deadline.seconds:g} s): {delivery.failure}")
+        del row[peer]
+    raise TokenWalkError(f"no next holder could take the token at hop {token.hop + 1}: every peer of this "
+                         "node's row failed its custody delivery")

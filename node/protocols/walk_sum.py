@@ -6,24 +6,27 @@ index k, then draws the next holder uniformly among all n nodes, itself included
 draws u ~ U(1..n) at every step: a node that draws itself contributes again at once, its
 next hop `kept` in custody without a network hop, so hop h is always the (h + 1)-th visit.
 The draws come from the operating system's CSPRNG (`secrets`), never from a published
-seed: the path must stay secret. A drawn node that cannot take the token (its custody
-delivery failed after its retries) is left out and the holder draws again among the
+seed: the path must stay secret. A drawn node whose custody delivery failed after its
+retries without refusing may still have taken the token, only its acknowledgements lost:
+while it answers a ping (and no result came), it is tried again with the same hop, which it
+acknowledges without taking twice (drawing another would fork the walk). A drawn node that
+refuses the hop or is down is left out and the holder draws again among the
 others and itself, so the walk goes on while the holder lives. A next hop that took the
 token durably and then died before acknowledging it cannot be told from one that never got
 it: its copy dies with it, and the logs show it (received, never passed on).
 
 After T contributions (hop T − 1) the holder delivers the sum to every other node as a
-`result` message (a custody delivery: the receiver logs it before acknowledging), outputs it
-and is done. The other nodes only learn that the walk is over from that message: each waits
-for the token or the result until the run deadline (startup, then T + 1 round deadlines),
-then exits with the reason. Node 0 waits for every node to be up before the walk starts, so
+`result` message (a custody delivery: the receiver logs it before acknowledging) and outputs
+it. The other nodes only learn that the walk is over from that message: each waits for the
+token or the result until the run deadline (startup, then T + 1 round deadlines), then exits
+with the reason. Every node that is done takes its leave (`token_sum.Farewell`), so none
+leaves while another may still retry a hand-over to it. Node 0 waits for every node to be up before the walk starts, so
 that no node is left out of draws because it started late.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -37,8 +40,10 @@ from node.protocols.token_sum import (
     TOKEN,
     Contributor,
     Deadline,
+    Farewell,
     TokenSumParams,
     TokenWalkError,
+    hand_on_drawn,
 )
 from node.refusal import Refusal
 
@@ -50,7 +55,6 @@ if TYPE_CHECKING:
 PROTOCOL_NAME = "walk-sum"
 RESULT = "result"  # Deliver, the final sum: the walk is over
 START = 0  # the node the token starts at (public)
-_PATH_DRAWS = secrets.SystemRandom()  # the OS CSPRNG: no seed exists to leak the secret path
 
 
 class WalkSumParams(TokenSumParams):
@@ -86,6 +90,7 @@ class WalkSumNode:
         self._result: np.ndarray | None = None
         self._result_came = asyncio.Event()
         context.on(RESULT, self._on_result, scheme="none", payload=True)
+        self._farewell = Farewell(context)
 
     def _admit(self, sender: int | None, message_id: MessageId) -> None:
         steps = self._context.params.steps
@@ -113,16 +118,20 @@ class WalkSumNode:
             if held is None:
                 held = await self._next_visit(deadline)
                 if held is None:
-                    return NodeOutput(self._result, visits)
+                    output = self._result
+                    break
             value = await self._contributor.add(held.value, params.sigma, visits)
             visits += 1
             if held.hop == params.steps - 1:
                 await self._announce(value)
-                return NodeOutput(value, visits)
-            held = await self._hand_on(held, value)
+                output = value
+                break
+            held = await self._hand_on(held, value, deadline)
             if held is None:
                 passes += 1
                 await context.step_started(passes)
+        await self._farewell.part(deadline)  # a hand-over retried to this node is still acknowledged
+        return NodeOutput(output, visits)
 
     async def _announce(self, total: np.ndarray) -> None:
         """Deliver the sum to every other node: the walk is over (a node that is down misses it, and is logged so)."""
@@ -150,21 +159,18 @@ class WalkSumNode:
                                  "s after this node started): the token's holder stopped, or the walk lost it")
         return token
 
-    async def _hand_on(self, token: Token, value: np.ndarray) -> Token | None:
+    async def _hand_on(self, token: Token, value: np.ndarray, deadline: Deadline) -> Token | None:
         """Pass τ to a holder drawn uniformly among all nodes: the next hop if this node drew itself, else None.
 
-        A drawn node that cannot take the token is left out of the next draw; this node never
-        is, so a hand-on always ends.
+        This node is always in the draw, so a hand-on always ends. A drawn node that is up is tried
+        again rather than left out (it may hold the token, its acknowledgements lost), until the
+        result shows that the walk went on.
         """
-        candidates = list(range(self._context.topology.n))
-        while True:
-            peer = _PATH_DRAWS.choice(candidates)
-            if peer == self._context.node_id:
-                return await self._slot.keep(token, value)
-            delivery = await self._slot.forward(peer, token, value, self._context.network.round_deadline_s)
-            if delivery.delivered or not self._slot.holds(token):
-                return None
-            candidates.remove(peer)
+        n = self._context.topology.n
+        return await hand_on_drawn(self._slot, token, value, dict.fromkeys(range(n), 1.0 / n),
+                                   holder=self._context.node_id, budget_s=self._context.network.round_deadline_s,
+                                   reachable=self._context.reachable, walk_over=self._result_came.is_set,
+                                   deadline=deadline)
 
 
 SPEC = ProtocolSpec(PROTOCOL_NAME, WalkSumParams, WalkSumNode)

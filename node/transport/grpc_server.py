@@ -5,7 +5,8 @@ The servicer takes a message as one unary chunk or as a stream of chunks, reasse
 decode, or a chunk after the first carries an envelope), and passes it with the
 authenticated identity to the Receiver. One-way messages (Deliver, Gossip) are answered
 with a Receipt; requests (Call, CallStream) with the reply the Receiver returns. The
-servicer knows no message kind: adding a protocol changes nothing here.
+servicer knows no message kind: adding a protocol changes nothing here. Fault injection
+(`node.transport.faults.LostAnswers`) may lose either answer once the message was handled.
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.receiver import Receiver, Reply
+from node.transport.faults import LOST_STATUS, LostAnswers
 from node.transport.grpc_link import wire_chunks
 from node.refusal import Refusal, RefusalCode
 
 # The caller's node id proved by its TLS certificate; None if the certificate names no node.
 Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
-# Fault injection: whether to lose the reply of a call that was handled (a reply lost on the way back).
-ReplyLoss = Callable[[], bool]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
@@ -39,20 +39,26 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     """Turns gRPC calls into Receiver.accept calls and refusals into gRPC statuses."""
 
     def __init__(self, receiver: Receiver, node_id: int, authenticate: Authenticator | None,
-                 chunk_bytes: int, lose_reply: ReplyLoss | None = None) -> None:
+                 chunk_bytes: int, faults: LostAnswers | None = None) -> None:
         self._receiver = receiver
         self._node_id = node_id
         self._authenticate = authenticate
         self._chunk_bytes = chunk_bytes
-        self._lose_reply = lose_reply
+        self._faults = faults
 
     async def Gossip(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
                      ) -> peer_pb2.Receipt:
-        envelope, _ = await self._receive(_parsed(request_iterator), context)
-        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
+        return await self._acknowledge(_parsed(request_iterator), context)
 
     async def Deliver(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Receipt:
-        envelope, _ = await self._receive(_parsed(_single(request)), context)
+        return await self._acknowledge(_parsed(_single(request)), context)
+
+    async def _acknowledge(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
+                           ) -> peer_pb2.Receipt:
+        """Handle a delivery (its mailbox logs it durably) and acknowledge it with a Receipt."""
+        envelope, _ = await self._receive(chunks, context)
+        if self._faults is not None and self._faults.lose_acknowledgement():
+            await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
         return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
 
     async def Call(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Chunk:
@@ -69,8 +75,8 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                       ) -> tuple[peer_pb2.Envelope, bytes]:
         """Handle a request and return its reply (an acknowledgement when the mailbox answers nothing)."""
         envelope, reply = await self._receive(chunks, context)
-        if self._lose_reply is not None and self._lose_reply():
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the reply was lost (fault injection)")
+        if self._faults is not None and self._faults.lose_reply():
+            await context.abort(grpc.StatusCode[LOST_STATUS], "the reply was lost (fault injection)")
         return reply or self._receiver.acknowledgement(envelope)
 
     async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
@@ -154,10 +160,11 @@ def add_peer_service(servicer: PeerServicer, server: grpc.aio.Server) -> None:
 async def start_server(receiver: Receiver, node_id: int, address: str, *,
                        credentials: grpc.ServerCredentials | None,
                        authenticate: Authenticator | None,
-                       chunk_bytes: int, lose_reply: ReplyLoss | None = None) -> tuple[grpc.aio.Server, HealthServicer]:
+                       chunk_bytes: int, faults: LostAnswers | None = None
+                       ) -> tuple[grpc.aio.Server, HealthServicer]:
     """Bind and start the server; health reports SERVING (server-wide and for netdp.v1.Peer) once it listens."""
     server = grpc.aio.server()
-    add_peer_service(PeerServicer(receiver, node_id, authenticate, chunk_bytes, lose_reply), server)
+    add_peer_service(PeerServicer(receiver, node_id, authenticate, chunk_bytes, faults), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     add_reflection(server, (PEER_SERVICE, HEALTH_SERVICE))

@@ -20,8 +20,9 @@ from coordinator_tools.audit.plan import PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from node.learning import LocalData
 from node.noise import SimulationSampler
-from node.protocols.muffliato_gd import LocalData, MuffliatoGDParams
+from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.topology import ErdosRenyiSchedule, NetworkParams, save_topology
 from node.transport.inprocess import run_inprocess
 

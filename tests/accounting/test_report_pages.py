@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
+from scipy.linalg import expm
 
 from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.figures import FIGURES, write_figures
@@ -21,6 +23,10 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
 from coordinator_tools.audit.report import PAIRS_FILE, build_report, write_report
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
+from coordinator_tools.audit.protocols.rw_sgd import walk_facts
+from coordinator_tools.topology.build import build_topology
+from coordinator_tools.topology.generators import generate
+from node.protocols.rw_sgd import RwSgdParams
 from tests.accounting.simulated_run import fake_losses, ring_topology
 from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 
@@ -80,12 +86,13 @@ def test_a_learning_report_gets_its_utility_and_schedule_figures(tmp_path: Path)
     report = learning_report()
     json_path, _ = write_report(report, tmp_path)
     figures = write_figures(json.loads(json_path.read_text()), tmp_path)
-    assert set(figures) == set(FIGURES) | set(LEARNING_FIGURES)
-    for name in LEARNING_FIGURES:
+    gd_figures = {"utility", "schedule_spread"}  # the random walk's communicability figure is not a GD run's
+    assert set(figures) == set(FIGURES) | gd_figures
+    for name in gd_figures:
         assert figures[name].read_bytes().startswith(PNG_SIGNATURE) and figures[name].stat().st_size > 10_000
     page = write_html(report, tmp_path, figures).read_text()
-    for name in LEARNING_FIGURES.values():
-        assert f'src="{name}"' in page
+    for name in gd_figures:
+        assert f'src="{LEARNING_FIGURES[name]}"' in page
     assert "<h2>Learning</h2>" in page and "Muffliato Fig. 1b" in page and "Muffliato Fig. 1c" in page
     assert "fixed graph ring, mean degree 2 (realized)" in page
     assert "Erdős–Rényi drawn every step, p = 0.133 (planned)" in page
@@ -97,3 +104,20 @@ def test_an_averaging_report_has_no_learning_figures_or_section(tmp_path: Path) 
     figures = write_figures(report, tmp_path)
     assert not set(figures) & set(LEARNING_FIGURES)
     assert "<h2>Learning</h2>" not in write_html(report, tmp_path, figures).read_text()
+
+
+def test_a_random_walk_report_shows_its_loss_beside_the_graphs_communicability(tmp_path: Path) -> None:
+    """A planned rw-sgd run on a 16-node hypercube at noise multiplier 2 (Thm 3 valid at alpha = 2)."""
+    topology = build_topology(generate("hypercube", n=16), graph_name="hypercube", run_id="rw-page",
+                              protocol=RwSgdParams(sigma=2.0, sensitivity=1.0, alpha=2.0, dimension=2,
+                                                   task="logistic", steps=48, learning_rate=0.5, clip=0.5,
+                                                   adjacency="dataset"))
+    plan = auditor_named("rw-sgd").plan(topology, PlanOptions(schedules=5))
+    accounting = {"sigma": 2.0, "sensitivity": 1.0, "alpha": 2.0}
+    report = json.loads(json.dumps(build_report(plan.losses, plan.run, extra={
+        "rw_sgd": walk_facts(topology, np.full(16, 3), accounting)})))
+    assert report["rw_sgd"]["theorem3"]["order_valid"]
+    assert np.allclose(report["rw_sgd"]["communicability"], expm(nx.to_numpy_array(generate("hypercube", n=16))))
+    figures = write_figures(report, tmp_path)
+    assert figures["communicability"].read_bytes().startswith(PNG_SIGNATURE)
+    assert 'src="loss_vs_communicability.png"' in write_html(report, tmp_path, figures).read_text()

@@ -30,7 +30,7 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.noise import SimulationSampler
-from node.protocols import walk_sum
+from node.protocols import token_sum
 from node.protocols.ring_sum import RingSumParams
 from node.protocols.walk_sum import WalkSumParams
 from node.topology import NetworkParams, Topology, save_topology
@@ -277,14 +277,14 @@ class ScriptedPath:
     def __init__(self, holders: Sequence[int]) -> None:
         self._next = iter(holders[1:])
 
-    def choice(self, candidates: Sequence[int]) -> int:
+    def choices(self, candidates: Sequence[int], weights: Sequence[float]) -> list[int]:
         holder = next(self._next)
         assert holder in candidates
-        return holder
+        return [holder]
 
 
 def test_a_walk_is_audited_on_its_realized_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(walk_sum, "_PATH_DRAWS", ScriptedPath(WALK_PATH))
+    monkeypatch.setattr(token_sum, "_PATH_DRAWS", ScriptedPath(WALK_PATH))
     report = audit(run(tmp_path, walk(len(WALK_PATH))))
     assert report["protocol"] == "walk-sum" and all(checks(report).values()), report["checks"]
     (token,) = report["token_walk"]["tokens"]

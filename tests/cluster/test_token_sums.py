@@ -4,18 +4,27 @@ Every test runs 8 node processes on loopback. The sums are checked exactly: with
 node's estimate is the sum of the contributions that really happened, and with noise the
 estimate minus the true sum is the sum of the draws in the private logs. The token's history,
 rebuilt from the custody records of all views, must be one unbroken chain: each hop taken by
-exactly one node, from the node that held the hop before.
+exactly one node, from the node that held the hop before, also when the network loses the
+acknowledgements of deliveries that were taken (the sender retries, the receiver acknowledges
+again without taking the hop twice).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 
-from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, node_log_dir, run_cluster
+from coordinator_tools.cluster.launch import (
+    ClusterResult,
+    LaunchOptions,
+    node_log_dir,
+    run_cluster,
+)
 from node.codec import from_tensor
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED
 from node.protocols.ring_sum import RingSumParams
@@ -28,6 +37,7 @@ N = 8
 DIMENSION = 3
 EXACT = 1e-9
 NO_FAULTS = LaunchOptions()
+LOSSY = {v: 0.5 for v in range(1, N, 2)}  # node -> share of the acknowledgements of its deliveries it loses
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,12 @@ def custody(result: ClusterResult) -> list[Custody]:
     return records
 
 
-def holders(result: ClusterResult, token_id: str, hops: int, origin: int) -> list[int]:
-    """The holder of every hop 0..hops-1, checking that the history is one unbroken chain."""
+def holders(result: ClusterResult, token_id: str, hops: int, origin: int, *, acks_lost: bool = False) -> list[int]:
+    """The holder of every hop 0..hops-1, checking that the history is one unbroken chain.
+
+    Each hop was `forwarded` by its sender, and `acknowledged` too unless acknowledgements were
+    lost (`acks_lost`): a sender may then have seen its delivery fail although the hop was taken.
+    """
     records = [r for r in custody(result) if r.token_id == token_id]
     chain = [origin]
     for hop in range(1, hops):
@@ -61,10 +75,26 @@ def holders(result: ClusterResult, token_id: str, hops: int, origin: int) -> lis
         else:
             assert take.peer == chain[-1], f"hop {hop} came from node {take.peer}, hop {hop - 1} was at {chain[-1]}"
             handed = {r.phase for r in records if r.node == take.peer and r.hop == hop and r.peer == take.node}
-            assert {FORWARDED, ACKNOWLEDGED} <= handed, (hop, handed)
+            assert ({FORWARDED} if acks_lost else {FORWARDED, ACKNOWLEDGED}) <= handed, (hop, handed)
         chain.append(take.node)
     assert not [r for r in records if r.hop >= hops], "the token went past its last hop"
     return chain
+
+
+def retried_deliveries(result: ClusterResult) -> list[tuple[int, int, str, int]]:
+    """(sender, receiver, token id, hop) of every token delivery that arrived after more than one attempt,
+    checking that every (token id, hop) was logged as received once, however often it was sent."""
+    received: Counter[tuple[int, str, int]] = Counter()
+    retried = []
+    for v in range(N):
+        log = read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME)
+        received.update((v, r.token_id, r.hop) for r in log.of_kind("received") if r.token_id)
+        retried += [(v, s.peer, s.token_id, s.hop) for s in log.of_kind("sent")
+                    if s.token_id and s.delivered and s.attempts > 1]
+    assert all(count == 1 for count in received.values()), [key for key, count in received.items() if count > 1]
+    for _, receiver, token_id, hop in retried:
+        assert received[(receiver, token_id, hop)] == 1, (receiver, token_id, hop)
+    return retried
 
 
 def private(result: ClusterResult, v: int, kind: str) -> list:
@@ -138,3 +168,58 @@ def test_a_walk_goes_round_a_killed_node_and_keeps_one_token(make_cluster_files)
                for record in read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME).of_kind("sent")
                if record.kind == TOKEN and record.peer == 0 and not record.delivered]
     assert refused, "no holder drew the dead node"
+
+
+def test_ring_sum_takes_each_hop_once_when_acknowledgements_are_lost(make_cluster_files):
+    """The odd nodes lose half the acknowledgements of the tokens they took: their predecessors retry.
+
+    Some 11 deliveries go to a lossy node (8 of the sum, 3 of the result), so all were acknowledged at
+    once with probability 2^-11.
+    """
+    cycles = 2
+    files, result = run(make_cluster_files, "ring-lost-acks", "ring", ring(cycles),
+                        LaunchOptions(lost_ack_fraction=LOSSY))
+    assert_every_estimate(result, cycles * files.values.sum(axis=0))
+    assert holders(result, SUM_TOKEN_ID, cycles * N, 0, acks_lost=True) == [hop % N for hop in range(cycles * N)]
+    assert holders(result, "result", N, N - 1, acks_lost=True) == [(N - 1 + hop) % N for hop in range(N)]
+    assert any(receiver in LOSSY for _, receiver, _, _ in retried_deliveries(result)), "no acknowledgement was lost"
+
+
+def test_walk_sum_takes_each_hop_once_when_acknowledgements_are_lost(make_cluster_files):
+    """Half the nodes lose half the acknowledgements of the tokens they took: the walk must not fork.
+
+    A sender whose every attempt lost its acknowledgement must not draw another holder: the drawn
+    one took the token and walks on. Some 10 of the 23 draws go to a lossy node elsewhere.
+    """
+    steps = 24
+    files, result = run(make_cluster_files, "walk-lost-acks", "complete", walk(steps),
+                        LaunchOptions(lost_ack_fraction=LOSSY))
+    chain = holders(result, SUM_TOKEN_ID, steps, START, acks_lost=True)
+    assert_every_estimate(result, sum(files.values[v] for v in chain))
+    for v in range(N):
+        assert len(private(result, v, "private_input")) == chain.count(v)
+    assert any(receiver in LOSSY for _, receiver, _, _ in retried_deliveries(result)), "no acknowledgement was lost"
+
+
+@pytest.mark.parametrize("protocol", [
+    pytest.param(RingSumParams(sigma=0.5, sensitivity=2.0, alpha=2.0, dimension=200, cycles=2), id="ring-single"),
+    pytest.param(RingSumParams(sigma=0.5, sensitivity=2.0, alpha=2.0, dimension=200, cycles=2,
+                               noise_placement="distributed"), id="ring-distributed"),
+    pytest.param(WalkSumParams(sigma=0.5, sensitivity=2.0, alpha=2.0, dimension=200, steps=16), id="walk"),
+])
+def test_noisy_sums_are_unbiased_with_the_std_the_protocol_states(make_cluster_files, protocol):
+    """The noise of the sum is the same in every coordinate and independent across them, so one run with
+    D = 200 gives 200 draws of it, from the nodes' real (secure) samplers: their mean is 0 and their
+    variance `sum_noise_std(n)`² within 99.99% intervals (z and chi-square), whatever the draws were."""
+    files, result = run(make_cluster_files, f"unbiased-{protocol.name}-{protocol.dimension}", "ring"
+                        if protocol.name == "ring-sum" else "complete", protocol)
+    assert result.ok, [(r.node_id, r.exit_code, r.stderr_tail) for r in result.failures]
+    if protocol.name == "ring-sum":
+        true_sum = protocol.cycles * files.values.sum(axis=0)
+    else:
+        true_sum = sum(files.values[v] for v in holders(result, SUM_TOKEN_ID, protocol.steps, START))
+    errors = result.estimates()[0] - true_sum
+    std, count = protocol.sum_noise_std(N), protocol.dimension
+    assert abs(errors.mean()) <= 3.9 * std / math.sqrt(count), errors.mean()  # two-sided 99.99%
+    ratio = (count - 1) * errors.var(ddof=1) / std**2
+    assert chi2.ppf(5e-5, count - 1) <= ratio <= chi2.ppf(1 - 5e-5, count - 1), (ratio, count - 1)

@@ -22,7 +22,7 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from node.noise import SimulationSampler
-from node.protocols.muffliato_gd import load_local_data
+from node.learning import load_local_data
 from node.topology import Topology, save_topology
 from node.transport.inprocess import run_inprocess
 

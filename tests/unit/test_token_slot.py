@@ -19,7 +19,7 @@ from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.context import NodeNoise, ProtocolContext
-from node.delivery import Outbox
+from node.delivery import CustodyDelivery, Outbox
 from node.journal import Delivery, Journal
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED, TokenSlot
 from node.message import Message, MessageId
@@ -63,6 +63,16 @@ async def _no_hook(step: int) -> None:
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[dict[int, Node]]:
+    yield from make_nodes(tmp_path)
+
+
+@pytest.fixture
+def anonymous_nodes(tmp_path: Path) -> Iterator[dict[int, Node]]:
+    yield from make_nodes(tmp_path, anonymous=True)
+
+
+def make_nodes(tmp_path: Path, *, anonymous: bool = False) -> Iterator[dict[int, Node]]:
+    """Nodes 0 and 1, each with its slot; `anonymous`: the slots' kind is registered sender-anonymous."""
     receivers: dict[int, Receiver] = {}
     nodes: dict[int, Node] = {}
     for v in (0, 1):
@@ -72,7 +82,8 @@ def nodes(tmp_path: Path) -> Iterator[dict[int, Node]]:
                         protocol=TOPOLOGY.protocol.name, sender=v)
         context = ProtocolContext(TOPOLOGY, v, journal, receivers[v], outbox,
                                   NodeNoise(SimulationSampler(v), journal), _no_hook)
-        nodes[v] = Node(context, context.token_slot(TOKEN), tmp_path / f"node-{v}" / VIEW_LOG_NAME)
+        nodes[v] = Node(context, context.token_slot(TOKEN, anonymous=anonymous),
+                        tmp_path / f"node-{v}" / VIEW_LOG_NAME)
     yield nodes
     for node in nodes.values():
         node.context.journal.close()
@@ -117,6 +128,23 @@ async def test_a_forward_logs_custody_on_both_sides_and_passes_it_on(nodes):
     assert (await holder.forward(0, arrived, np.array([2.0, 2.0]), BUDGET_S)).delivered
     back = await walker.take(timeout_s=1.0)  # the walk comes back: a newer hop is taken again
     assert (back.hop, back.sender, back.value.tolist()) == (2, 1, [2.0, 2.0])
+
+
+async def test_several_tokens_walk_at_once_each_by_its_own_id(nodes):
+    """Two tokens held at one node at the same time, crossing on the same link: custody is per token id."""
+    walker, holder = nodes[0].slot, nodes[1].slot
+    first, second = walker.originate("a", np.zeros(2)), walker.originate("b", np.ones(2))
+    assert (await walker.forward(1, first, np.array([1.0, 0.0]), BUDGET_S)).delivered
+    assert walker.holds(second) and not walker.holds(first)
+    a_here = await holder.take(timeout_s=1.0)
+    assert (await holder.forward(0, a_here, np.array([2.0, 0.0]), BUDGET_S)).delivered  # "a" comes back
+    assert (await walker.forward(1, second, np.array([1.0, 1.0]), BUDGET_S)).delivered  # while "b" goes out
+    back, b_here = await walker.take(timeout_s=1.0), await holder.take(timeout_s=1.0)
+    assert (back.token_id, back.hop, back.value.tolist()) == ("a", 2, [2.0, 0.0])
+    assert (b_here.token_id, b_here.hop, b_here.value.tolist()) == ("b", 1, [1.0, 1.0])
+    assert [e for e in nodes[1].events() if e[0] == "custody"] == [
+        ("custody", RECEIVED, "a", 1, 0), ("custody", FORWARDED, "a", 2, 0), ("custody", ACKNOWLEDGED, "a", 2, 0),
+        ("custody", RECEIVED, "b", 1, 0)]
 
 
 async def test_a_retried_forward_is_acknowledged_without_a_second_custody(nodes):
@@ -228,11 +256,17 @@ async def test_a_token_cannot_be_originated_twice(nodes):
         nodes[0].slot.originate("t", np.zeros(2))
 
 
-async def test_a_sender_anonymous_slot_neither_logs_nor_hands_on_the_sender(tmp_path):
-    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id=RUN, node_id=1))
-    slot = TokenSlot(TOKEN, journal, outbox=None, attempts=1, anonymous=True)
-    await slot.handle(0, token("t", 1, 1.0, 1.0))
-    journal.close()
-    assert (await slot.take(timeout_s=0.0)).sender is None
-    log = read_log(tmp_path / VIEW_LOG_NAME)
-    assert not log.of_kind("received")[0].HasField("peer") and not log.of_kind("token")[0].HasField("peer")
+async def test_a_sender_anonymous_kind_is_neither_logged_nor_handed_on_with_its_sender(anonymous_nodes):
+    """The receiver checks the sender, then forgets it: taken, refused and custody records name no one."""
+    walker, holder = anonymous_nodes[0], anonymous_nodes[1]
+    origin = walker.slot.originate("t", np.zeros(2))
+    assert (await walker.slot.forward(1, origin, np.array([1.0, 2.0]), BUDGET_S)).delivered
+    assert (await holder.slot.take(timeout_s=0.0)).sender is None
+    hopless = await walker.context.deliver(1, token("x", 0, 9.0, 9.0), CustodyDelivery(1), BUDGET_S)
+    assert not hopless.delivered  # a forwarded token without a hop is refused, and logged
+    holder.context.journal.close()
+    log = read_log(holder.log)
+    assert [e.HasField("peer") for e in log.of_kind("received")] == [False]
+    assert [e.HasField("peer") for e in log.of_kind("token")] == [False]
+    assert [e.claimed_sender for e in log.of_kind("rejected")] == [-1]
+

@@ -10,12 +10,13 @@ from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato_async import MuffliatoAsyncAuditor
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
-from coordinator_tools.audit.protocols.token_sum import RingSumAuditor, WalkSumAuditor
+from coordinator_tools.audit.protocols.rw_sgd import RwSgdAuditor
+from coordinator_tools.audit.protocols.token_sum import RingHistogramAuditor, RingSumAuditor, WalkSumAuditor
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 
 AUDITORS: tuple[ProtocolAuditor, ...] = (MuffliatoAuditor(), MuffliatoAsyncAuditor(), MuffliatoGDAuditor(),
-                                          RingSumAuditor(), WalkSumAuditor())
+                                          RingSumAuditor(), WalkSumAuditor(), RwSgdAuditor(), RingHistogramAuditor())
 
 
 def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor:

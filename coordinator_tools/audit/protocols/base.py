@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Unpack
 
+from netdp.v1 import viewlog_pb2
+
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.records import Finding, NodeLog
-from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.topology import Topology
 
@@ -59,6 +60,10 @@ class ProtocolAuditor(ABC):
     def supports(self, header: viewlog_pb2.RunHeader) -> bool:
         """Whether this auditor reads logs with this header."""
         return header.protocol == self.name
+
+    def sender_anonymous(self, topology: Topology) -> bool:
+        """Whether the run's receivers log messages without their sender (matched to the sender's log by id)."""
+        return False
 
     @abstractmethod
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:

@@ -19,10 +19,10 @@ import numpy as np
 
 from coordinator_tools.audit.records import NodeLog
 from coordinator_tools.datasets import node_data_file
-from node.codec import from_tensor
 from node import data as node_data
-from node.learning import clipped_gradient, metric
-from node.protocols.muffliato_gd import LocalData, MuffliatoGDParams
+from node.codec import from_tensor
+from node.learning import LocalData, clipped_gradient, metric
+from node.protocols.muffliato_gd import MuffliatoGDParams
 
 TEST_FILE = "test.npz"
 BASELINE_SEED = 0

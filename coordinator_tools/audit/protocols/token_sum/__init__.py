@@ -1,10 +1,12 @@
-"""Auditing the token summations: ring real summation (PAbD Alg. 1, Remark 1) and the complete-graph walk (Alg. 3).
+"""Auditing the token walks: ring real summation (PAbD Alg. 1, Remark 1), the ring histogram (Alg. 2) and the
+complete-graph walk (Alg. 3).
 
 * `records`: which custody and message records the nodes write and what they name;
 * `history`: each token's chain of hops from both sides' records, and what breaks it;
 * `run`, `rebuild`: the contributions in hop order and every node's view, from the logs;
 * `model`, `accountant`: the linear-Gaussian model of the realized path and every column;
-* `paper`: Thm 1 and Thm 3 as stated, with their conditions checked;
+* `paper`: Thm 1, Thm 2 and Thm 3 as stated, with their conditions checked;
+* `histogram`: the ring histogram's columns, its exact loss by enumerating count vectors;
 * `trajectories`: every logged token value recomputed from the private logs;
 * `plan`: the ring's fixed path, or the walk ex ante over simulated paths.
 """
@@ -16,12 +18,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
-from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of
 from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
-from coordinator_tools.audit.protocols.token_sum.plan import plan_ring, plan_walks
+from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, not_computed
+from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
+from coordinator_tools.audit.protocols.token_sum.plan import plan_histogram, plan_ring, plan_walks
 from coordinator_tools.audit.protocols.token_sum.rebuild import rebuild_run
 from coordinator_tools.audit.protocols.token_sum.records import (
     draws_problem,
@@ -32,8 +36,9 @@ from coordinator_tools.audit.protocols.token_sum.records import (
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun
 from coordinator_tools.audit.protocols.token_sum.trajectories import check_trajectories
 from coordinator_tools.audit.records import Finding, NodeLog
+from coordinator_tools.audit.report import json_number
 from netdp.v1 import viewlog_pb2
-from node.protocols import ring_sum, walk_sum
+from node.protocols import ring_histogram, ring_sum, walk_sum
 from node.topology import Topology
 
 if TYPE_CHECKING:
@@ -47,6 +52,9 @@ class TokenSumAuditor(ProtocolAuditor):
 
     public_records = frozenset({"sent", "received", "rejected", "token", "final_output"})
     input_every_step = True  # one input per visit
+
+    def sender_anonymous(self, topology: Topology) -> bool:
+        return rules_for(topology).anonymous
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         return record_problem(rules_for(topology), topology, kind, entry)
@@ -83,6 +91,35 @@ class RingSumAuditor(TokenSumAuditor):
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         return plan_ring(topology, options)
+
+
+class RingHistogramAuditor(RingSumAuditor):
+    """Ring histogram: the ring's token and result, RR answers and the initial elements in the private logs."""
+
+    name = ring_histogram.PROTOCOL_NAME
+
+    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
+        init = [draw for draw in draws if draw.purpose == ring_histogram.INIT_PURPOSE]
+        if len(init) > 1 or any(draw.step != 0 or draw.mechanism != "uniform" for draw in init):
+            return f"{len(init)} '{ring_histogram.INIT_PURPOSE}' draws, expected at most one uniform one at step 0"
+        answers = tuple(draw for draw in draws if draw.purpose != ring_histogram.INIT_PURPOSE)
+        return draws_problem(answers, ring_histogram.RR_PURPOSE, "randomized_response")
+
+    def account(self, run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+        return account_histogram(run, **options)
+
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        run: TokenRun = replay.realized
+        bound = paper_bound(run, sigma=accounting["sigma"], sensitivity=1.0, delta=accounting["delta"],
+                            threat_model=accounting.get("threat_model", ThreatModel()))
+        params = run.topology.protocol
+        return {"token_walk": {"tokens": [history.to_json() for history in run.histories], "paper": bound.to_json(),
+                               "rr_epsilon": json_number(ring_histogram.rr_epsilon(params.gamma, params.categories)),
+                               "exact_not_computed": [list(pair) for pair in not_computed(losses)]}}
+
+    def plan(self, topology: Topology, options: PlanOptions) -> Plan:
+        return plan_histogram(topology, options)
 
 
 class WalkSumAuditor(TokenSumAuditor):

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Unpack
 
 import numpy as np
@@ -51,9 +52,9 @@ def account(run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLoss
     return losses
 
 
-def notes(bound: PaperBound) -> list[str]:
+def notes(bound: PaperBound, columns: Sequence[str] = NOTES) -> list[str]:
     """What the columns are, and every condition of the paper's theorem that fails."""
-    return [*NOTES, *(f"paper: {bound.theorem}'s condition '{condition.name}' fails: {condition.detail}"
+    return [*columns, *(f"paper: {bound.theorem}'s condition '{condition.name}' fails: {condition.detail}"
                       for condition in bound.failing())]
 
 

@@ -155,6 +155,8 @@ def _taker(h: int, evidence: Evidence, intact: Intact, found: Report) -> Hop | N
         found("error", "duplicate_hop", takes[1][0], f"hop {h} was taken {len(takes)} times: {who}; the first counts")
     if takes:
         node, peer, phase = takes[0]
+        if phase == RECEIVED and peer is None:  # a sender-anonymous receive: the giver's forward names the taker
+            peer = _anonymous_giver(h, node, evidence)
         return Hop(node, None if phase == KEPT else peer, "kept" if phase == KEPT else "received")
     messages = evidence.messages.get(h, [])
     if messages:
@@ -173,6 +175,13 @@ def _taker(h: int, evidence: Evidence, intact: Intact, found: Report) -> Hop | N
                                                  f"at node {taker}, as node {giver}'s acknowledged forward says")
         return Hop(taker, giver, "inferred")
     return None
+
+
+def _anonymous_giver(h: int, taker: int, evidence: Evidence) -> int | None:
+    """The one node whose forward of hop h names `taker` (a sender-anonymous receive logs no giver), if one."""
+    givers = {giver for giver, to in evidence.forwarded.get(h, set()) | evidence.acknowledged.get(h, set())
+              if to == taker}
+    return givers.pop() if len(givers) == 1 else None
 
 
 def _check_hand_over(h: int, hop: Hop, previous: int | None, evidence: Evidence, intact: Intact,

@@ -2,7 +2,7 @@
 
 The value with prefix h is Σ_{j<h} (x_{holder(j)} + η_j): its input coefficients count the
 contributions of each node among the first h (one input per node, contributed at each of its
-visits), and it holds every noise draw η_j of those hops, each its own column, owned by the
+visits but the noise-only ones past a contribution cap), and it holds every noise draw η_j of those hops, each its own column, owned by the
 node that drew it and scaled by its public std over σ (σ/√n for distributed placement), so
 one σ serves the whole model. Which hops drew noise is public; which path the walk took is
 what the rows are conditioned on (the realized path).
@@ -24,8 +24,9 @@ def linear_model(run: TokenRun) -> LinearGaussianModel:
     noisy = [j for j in known if run.contributions[j].scale is not None]
     hops = np.arange(run.total)
     before = hops[None, :] < np.asarray(prefixes)[:, None]  # (rows, hops): hop j is in prefix p
+    bearing = [j for j in known if run.contributions[j].bears_input]  # noise-only hops add no input
     holders = np.zeros((run.total, run.n))
-    holders[known, [run.contributions[j].holder for j in known]] = 1.0
+    holders[bearing, [run.contributions[j].holder for j in bearing]] = 1.0
     return LinearGaussianModel(
         n=run.n,
         inputs=before.astype(float) @ holders,

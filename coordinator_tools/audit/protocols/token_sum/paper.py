@@ -1,4 +1,4 @@
-"""The paper column of the token summations: PAbD Thm 1 (ring) and Thm 3 (complete-graph walk), as stated.
+"""The paper column of the token walks: PAbD Thm 1 (ring), Thm 2 (ring histogram), Thm 3 (walk), as stated.
 
 Both theorems start from the (ε, δ)-LDP guarantee of one Perturb(x; σ_loc) and state one
 (ε', δ') network-DP guarantee for every pair, so the column is the same ε' for every pair at
@@ -8,6 +8,9 @@ not the classic calibration that needs ε < 1). The report's δ is split between
 theorem's δ terms to make ε' smallest, on a grid, and the split is reported:
 
 * Thm 1 (Alg. 1): ε' = √(2K ln(1/δ')) ε + K ε(e^ε − 1) at δ_total = Kδ + δ';
+* Thm 2 (Alg. 2): the same composition, from the (ε, δ) each window between two visits gets by
+  shuffling: RR_γ is ε₀-LDP, ε₀ = ln(1 + L(1−γ)/γ), so inverting Thm 2's calibration
+  ε₀ = 12 ε √(ln(1/δ)/n) gives ε = ε₀ / (12 √(ln(1/δ)/n)) at each split's δ;
 * Thm 3 (Alg. 3): ε' = √(2N ln(1/δ')) ε₁ + 2√(2Nγ ln(1/δ')) ε + N ε₁(e^{ε₁} − 1) + 4Nγ ε(e^ε − 1),
   ε₁ = √2 ε / n^{1/4}, N = T/n + √((3/2) T ln(1/δ̂)), γ = 1 − (1 − 1/n)^{√n/2}, at
   δ_total = (T/n) δ + δ' + δ̂.
@@ -22,7 +25,7 @@ views, so pairs it reveals are where the bound can undercount.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -32,7 +35,7 @@ from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun
 from coordinator_tools.audit.report import json_number
-from node.protocols import ring_sum
+from node.protocols import ring_histogram, ring_sum
 
 # Fractions of the report's δ tried for each of a theorem's δ terms (the rest goes to the others).
 SPLIT_GRID = np.linspace(0.02, 0.98, 49)
@@ -83,6 +86,17 @@ def paper_bound(run: TokenRun, *, sigma: float, sensitivity: float, delta: float
                               "Thm 1 is proven for Alg. 1; Remark 1's distributed noise has no theorem of its own"
                               if params.noise_placement == "distributed" else "noise every n - 1 hops")
         return PaperBound("PAbD Thm 1 (ring real summation)", epsilon, split, (*common, placement))
+    if run.protocol == ring_histogram.PROTOCOL_NAME:
+        params = run.topology.protocol
+        local = ring_histogram.rr_epsilon(params.gamma, params.categories)
+        epsilon, split = histogram_theorem(local, n=run.n, cycles=params.cycles, delta=delta)
+        stated = tuple(Condition(f"Thm 2: {c.name}", c.holds, c.detail) for c in
+                       ring_histogram.thm2_conditions(run.n, split["window_eps"], split["window_delta"]))
+        randomized = Condition("gamma > 0 (stated: epsilon finite)", params.gamma > 0,
+                               "RR_gamma answers at random with probability gamma > 0" if params.gamma > 0 else
+                               "gamma = 0: every answer is the truth, the bound is infinite")
+        return PaperBound("PAbD Thm 2 (ring histogram)", epsilon, split,
+                          (randomized, *stated, common[1], common[2]))
     steps = run.topology.protocol.steps
     epsilon, split = walk_theorem(mu, steps=steps, n=run.n, delta=delta)
     return PaperBound("PAbD Thm 3 (complete-graph walk real summation)", epsilon, split,
@@ -91,13 +105,29 @@ def paper_bound(run: TokenRun, *, sigma: float, sensitivity: float, delta: float
 
 def ring_theorem(mu: float, *, cycles: int, delta: float) -> tuple[float, dict[str, float]]:
     """Thm 1's smallest ε' at δ_total = Kδ + δ', over the split grid, and that split."""
+    return _advanced_composition(lambda per_visit: float(gaussian_epsilon(mu, per_visit)), cycles=cycles,
+                                 delta=delta, names=("perturb_eps", "perturb_delta"))
+
+
+def histogram_theorem(local_epsilon: float, *, n: int, cycles: int, delta: float) -> tuple[float, dict[str, float]]:
+    """Thm 2's smallest ε' at δ_total = Kδ + δ' for RR_γ of LDP level ε₀ = `local_epsilon`, and that split.
+
+    Each window is (ε, δ)-DP with ε = ε₀ / (12 √(ln(1/δ)/n)) (Thm 2's calibration read backwards).
+    """
+    return _advanced_composition(lambda per_window: local_epsilon / (12 * math.sqrt(math.log(1 / per_window) / n)),
+                                 cycles=cycles, delta=delta, names=("window_eps", "window_delta"))
+
+
+def _advanced_composition(per_visit_eps: Callable[[float], float], *, cycles: int, delta: float,
+                          names: tuple[str, str]) -> tuple[float, dict[str, float]]:
+    """min over the split grid of √(2K ln(1/δ')) ε + K ε(e^ε − 1), ε = per_visit_eps(δ) and Kδ + δ' = `delta`."""
     best = (math.inf, {})
     for share in SPLIT_GRID:
         delta_prime, per_visit = share * delta, (1 - share) * delta / cycles
-        eps = float(gaussian_epsilon(mu, per_visit))
+        eps = per_visit_eps(per_visit)
         value = math.sqrt(2 * cycles * math.log(1 / delta_prime)) * eps + cycles * eps * _expm1(eps)
         if value < best[0] or not best[1]:
-            best = (value, {"perturb_eps": eps, "perturb_delta": per_visit, "delta_prime": delta_prime})
+            best = (value, {names[0]: eps, names[1]: per_visit, "delta_prime": delta_prime})
     return best
 
 

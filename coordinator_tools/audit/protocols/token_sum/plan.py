@@ -24,6 +24,7 @@ from coordinator_tools.audit.plan import (
     mixture_losses,
 )
 from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of, notes
+from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.run import (
     TokenRun,
@@ -69,7 +70,7 @@ def plan_ring(topology: Topology, options: PlanOptions) -> Plan:
     if options.schedules is not None or options.seed is not None:
         raise ConfigError("--schedules and --seed simulate random paths; the ring's path is fixed")
     run = planned_ring(topology)
-    accounting = _accounting(topology, options)
+    accounting = accounting_of(topology, options)
     details: dict[str, object] = {"cycles": topology.protocol.cycles,
                                   "noise_placement": topology.protocol.noise_placement}
     if options.target is not None:
@@ -87,6 +88,24 @@ def plan_ring(topology: Topology, options: PlanOptions) -> Plan:
     return Plan(run=run, losses=losses, details=details, headline=headline)
 
 
+def plan_histogram(topology: Topology, options: PlanOptions) -> Plan:
+    """The audit of the ring histogram's planned path at its published γ (no calibration: Thm 2 gives γ)."""
+    if options.schedules is not None or options.seed is not None:
+        raise ConfigError("--schedules and --seed simulate random paths; the ring's path is fixed")
+    if options.target is not None or options.sigma is not None or options.sensitivity is not None:
+        raise ConfigError("ring-histogram plans at its published gamma; calibrate it with `netdp topology generate "
+                          "--target-epsilon/--target-delta` (PAbD Thm 2)")
+    params = topology.protocol
+    accounting = accounting_of(topology, options)
+    run = planned_ring(topology)
+    losses = account_histogram(run, **accounting)
+    details: dict[str, object] = {"cycles": params.cycles, "categories": params.categories, "gamma": params.gamma,
+                                  "paper": bound_of(run, accounting).to_json()}
+    headline = (f"n = {topology.n}, ring histogram of L = {params.categories} categories, K = {params.cycles} "
+                f"cycles, gamma = {params.gamma:.6g}")
+    return Plan(run=run, losses=losses, details=details, headline=headline)
+
+
 def plan_walks(topology: Topology, options: PlanOptions) -> Plan:
     """The walk ex ante: the mixture over `options.schedules` simulated walks."""
     count = options.schedules or DEFAULT_WALKS
@@ -95,7 +114,7 @@ def plan_walks(topology: Topology, options: PlanOptions) -> Plan:
     walks = tuple(simulated_walk(topology, rng) for _ in range(count))
     geometries = [view_geometry(linear_model(walk), options.threat_model) for walk in walks]
     visits = np.stack([walk.visits() for walk in walks])
-    accounting = _accounting(topology, options)
+    accounting = accounting_of(topology, options)
     steps = topology.protocol.steps
     details: dict[str, object] = {
         "walks": count, "seed": seed, "steps": steps,
@@ -121,7 +140,7 @@ def plan_walks(topology: Topology, options: PlanOptions) -> Plan:
     return Plan(run=PlannedWalks(topology, walks), losses=losses, details=details, headline=headline)
 
 
-def _accounting(topology: Topology, options: PlanOptions) -> AccountingOptions:
+def accounting_of(topology: Topology, options: PlanOptions) -> AccountingOptions:
     """The published parameters with the plan's overrides."""
     params = topology.protocol
     if options.rounds is not None or options.accelerated is not None:

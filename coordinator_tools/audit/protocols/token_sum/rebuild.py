@@ -15,7 +15,6 @@ from coordinator_tools.audit.protocols.token_sum.history import TokenHistory, to
 from coordinator_tools.audit.protocols.token_sum.records import TokenRules, rules_for
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun, contributions
 from coordinator_tools.audit.records import Finding, MessageKey, NodeLog, carries_value
-from node.protocols.token_sum import SUM_TOKEN_ID
 from node.topology import Topology
 
 
@@ -23,7 +22,7 @@ def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[
     """The realized run; every inference and contradiction is appended to `findings`."""
     rules = rules_for(topology)
     histories = token_histories(rules, topology.n, logs, findings)
-    made = contributions(topology, histories[SUM_TOKEN_ID].holders)
+    made = contributions(topology, histories[rules.main_token].holders)
     views = tuple(_view(node, rules, logs, histories, len(made), findings) for node in range(topology.n))
     return TokenRun(topology, made, views, tuple(histories.values()))
 
@@ -46,7 +45,7 @@ def _view(node: int, rules: TokenRules, logs: Mapping[int, NodeLog], histories: 
     for token_id, history in histories.items():
         for h, hop in enumerate(history.hops):
             if hop is not None and hop.holder == node and hop.how in ("received", "inferred"):
-                prefixes.add(h if token_id == SUM_TOKEN_ID else total)
+                prefixes.add(h if token_id == rules.main_token else total)
     beyond = sorted(p for p in prefixes if p > total)
     if beyond:
         findings.append(Finding("error", "value_beyond_history", node,
@@ -56,5 +55,5 @@ def _view(node: int, rules: TokenRules, logs: Mapping[int, NodeLog], histories: 
 
 
 def value_prefix(key: MessageKey, rules: TokenRules, total: int) -> int:
-    """How many contributions the value of this message holds: its hop for the sum token, all for a result."""
-    return key.id.hop if key.kind != rules.result_message and key.id.token_id == SUM_TOKEN_ID else total
+    """How many contributions the value of this message holds: its hop for the walking token, all for a result."""
+    return key.id.hop if key.kind != rules.result_message and key.id.token_id == rules.main_token else total

@@ -20,8 +20,8 @@ from coordinator_tools.audit.records import carries_value
 from netdp.v1 import viewlog_pb2
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED
 from node.message import MessageId, kind_of
-from node.protocols import ring_sum, walk_sum
-from node.protocols.token_sum import NOISE_PURPOSE, SUM_TOKEN_ID, TOKEN
+from node.protocols import ring_histogram, ring_sum, rw_sgd, walk_sum
+from node.protocols.token_sum import NOISE_PURPOSE, OVER, SUM_TOKEN_ID, TOKEN
 from node.topology import Topology
 
 PHASES = frozenset({RECEIVED, FORWARDED, ACKNOWLEDGED, KEPT})
@@ -40,10 +40,19 @@ class TokenSpec:
 class TokenRules:
     """What one token summation's logs may hold."""
 
-    tokens: Mapping[str, TokenSpec]  # by token id; the sum token first
+    tokens: Mapping[str, TokenSpec]  # by token id; the walking token (sum or model) first
     ring: bool  # hop h is held by node (origin + h) mod n, taken from its ring predecessor
     keeps: bool  # a walk may draw its holder again: the hop is `kept`, not received
     result_message: str | None  # the walk's result: a plain message, not a token
+    notice_message: str | None = OVER  # a node's farewell: a message with no id and no value
+    anonymous: bool = False  # receivers log no sender of the token
+    noise_purpose: str = NOISE_PURPOSE
+    noise_mechanism: str = "gaussian"
+
+    @property
+    def main_token(self) -> str:
+        """The id of the token whose hops are the contributions."""
+        return next(iter(self.tokens))
 
     def spec_of_kind(self, kind: str) -> tuple[str, TokenSpec] | None:
         """(token id, spec) of the token whose messages have this kind, if any."""
@@ -53,14 +62,21 @@ class TokenRules:
 def rules_for(topology: Topology) -> TokenRules:
     """The records a run of `topology`'s token summation writes."""
     params, n = topology.protocol, topology.n
-    if params.name == ring_sum.PROTOCOL_NAME:
+    if params.name in (ring_sum.PROTOCOL_NAME, ring_histogram.PROTOCOL_NAME):
+        histogram = params.name == ring_histogram.PROTOCOL_NAME
         return TokenRules(tokens={SUM_TOKEN_ID: TokenSpec(TOKEN, params.cycles * n, 0),
                                   ring_sum.RESULT_TOKEN_ID: TokenSpec(ring_sum.RESULT, n, n - 1)},
-                          ring=True, keeps=False, result_message=None)
+                          ring=True, keeps=False, result_message=None,
+                          noise_purpose=ring_histogram.RR_PURPOSE if histogram else NOISE_PURPOSE,
+                          noise_mechanism="randomized_response" if histogram else "gaussian")
     if params.name == walk_sum.PROTOCOL_NAME:
         return TokenRules(tokens={SUM_TOKEN_ID: TokenSpec(TOKEN, params.steps, walk_sum.START)},
                           ring=False, keeps=True, result_message=walk_sum.RESULT)
-    raise ValueError(f"{params.name} is not a token summation")
+    if params.name == rw_sgd.PROTOCOL_NAME:
+        return TokenRules(tokens={rw_sgd.MODEL_TOKEN_ID: TokenSpec(TOKEN, params.steps, rw_sgd.START)},
+                          ring=False, keeps=True, result_message=None,
+                          anonymous=params.sender == "anonymous", noise_purpose=rw_sgd.NOISE_PURPOSE)
+    raise ValueError(f"{params.name} is not a token protocol")
 
 
 def record_problem(rules: TokenRules, topology: Topology, kind: str, entry: Any) -> str | None:
@@ -80,14 +96,19 @@ def _custody_problem(rules: TokenRules, event: viewlog_pb2.TokenCustody) -> str 
         return f"custody phase {event.phase!r} is not part of this protocol"
     if not 1 <= event.hop < spec.hops:
         return f"hop {event.hop} of token {event.token_id} is outside 1..{spec.hops - 1}"
-    if (event.phase == KEPT) == event.HasField("peer"):
-        return f"a {event.phase} record {'names' if event.phase == KEPT else 'needs'} a peer"
+    if event.phase == KEPT and event.HasField("peer"):
+        return "a kept record names a peer"
+    if event.phase != KEPT and not event.HasField("peer") and not (event.phase == RECEIVED and rules.anonymous):
+        return f"a {event.phase} record needs a peer"
     return None
 
 
 def _message_problem(rules: TokenRules, topology: Topology, record_kind: str, entry: Any) -> str | None:
     kind, message_id = kind_of(entry), MessageId.of(entry)
     valued = carries_value(entry.payload)
+    if kind == rules.notice_message:
+        extra = message_id.outside("none")
+        return f"the {kind} message carries no {', '.join(extra) if extra else 'value'}" if extra or valued else None
     if kind == rules.result_message:
         extra = message_id.outside("none")
         if extra:
@@ -115,13 +136,14 @@ def inputs_problem(inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str
     return f"a draw for visit {late[0]} but {inputs} inputs" if late else None
 
 
-def draws_problem(draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-    """Why a node's noise draws are not Perturb's: Gaussian, one per noisy visit, in visit order."""
+def draws_problem(draws: tuple[viewlog_pb2.NoiseDraw, ...], purpose: str = NOISE_PURPOSE,
+                  mechanism: str = "gaussian") -> str | None:
+    """Why a node's noise draws are not the protocol's: of its mechanism, one per noisy visit, in visit order."""
     steps = [draw.step for draw in draws]
-    if any(draw.purpose != NOISE_PURPOSE for draw in draws):
-        return f"a noise draw that is not '{NOISE_PURPOSE}'"
-    if any(draw.mechanism not in ("", "gaussian") for draw in draws):
-        return "a noise draw that is not gaussian"
+    if any(draw.purpose != purpose for draw in draws):
+        return f"a noise draw that is not '{purpose}'"
+    if any(draw.mechanism not in ("", mechanism) for draw in draws):
+        return f"a noise draw that is not {mechanism}"
     if steps != sorted(set(steps)):
-        return f"'{NOISE_PURPOSE}' draws for visits {steps[:5]}, not one per visit in order"
+        return f"'{purpose}' draws for visits {steps[:5]}, not one per visit in order"
     return None

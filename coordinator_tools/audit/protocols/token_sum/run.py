@@ -10,13 +10,15 @@ structure holds a realized run (rebuilt from the logs), the planned ring, and si
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.rw_sgd.theory import simulate_walk
 from coordinator_tools.audit.protocols.token_sum.history import TokenHistory
-from node.protocols import ring_sum, walk_sum
+from node.protocols import ring_histogram, ring_sum, rw_sgd, walk_sum
 from node.topology import Topology
 
 
@@ -26,6 +28,7 @@ class Contribution:
 
     holder: int | None  # None: no log tells who held the hop (a finding says so); left out of the accounting
     scale: float | None
+    bears_input: bool = True  # False: noise only (random-walk DP-SGD past the holder's contribution cap)
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,38 @@ class TokenRun:
         return len(self.contributions)
 
     def visits(self) -> np.ndarray:
-        """How many contributions each node made."""
-        holders = np.array([c.holder for c in self.contributions if c.holder is not None], dtype=int)
+        """How many contributions each node made (noise-only visits past a cap not counted)."""
+        holders = np.array([c.holder for c in self.contributions if c.holder is not None and c.bears_input],
+                           dtype=int)
         return np.bincount(holders, minlength=self.n)
+
+    def holders(self) -> np.ndarray:
+        """The holder of every hop, −1 where no log tells."""
+        return np.array([-1 if c.holder is None else c.holder for c in self.contributions], dtype=int)
+
+    def bearing(self) -> np.ndarray:
+        """Whether every hop's contribution holds its holder's input."""
+        return np.array([c.bears_input for c in self.contributions], dtype=bool)
+
+    def output_prefix(self, node: int) -> int:
+        """The prefix of the value `node` outputs: the whole sum, or (random-walk DP-SGD) the model after its last
+        step, zeros if the walk never came."""
+        if self.protocol != rw_sgd.PROTOCOL_NAME:
+            return self.total
+        held = [hop for hop, c in enumerate(self.contributions) if c.holder == node]
+        return held[-1] + 1 if held else 0
+
+    def value_scale(self) -> float:
+        """What a contribution is multiplied by as it goes in: 1 for a sum, −γ for a gradient step."""
+        params = self.topology.protocol
+        return -params.learning_rate if self.protocol == rw_sgd.PROTOCOL_NAME else 1.0
+
+    def output_of(self, value: np.ndarray) -> np.ndarray:
+        """What a node outputs from the token's value: that value, or a ring histogram's debiased estimate."""
+        params = self.topology.protocol
+        if self.protocol != ring_histogram.PROTOCOL_NAME:
+            return value
+        return ring_histogram.debiased(value, gamma=params.gamma, n=self.n, cycles=params.cycles)
 
     def result_observers(self) -> list[int]:
         """The nodes whose view holds the whole sum, the result (every node but the last holder, in a whole run)."""
@@ -79,13 +111,21 @@ def published_section(topology: Topology) -> dict[str, object]:
     }
     if params.name == ring_sum.PROTOCOL_NAME:
         return section | {"cycles": params.cycles, "noise_placement": params.noise_placement}
+    if params.name == ring_histogram.PROTOCOL_NAME:
+        return section | {"cycles": params.cycles, "categories": params.categories, "gamma": params.gamma,
+                          "initial_elements": ring_histogram.initial_elements(params.gamma, topology.n),
+                          "target_epsilon": params.target_epsilon, "target_delta": params.target_delta}
+    if params.name == rw_sgd.PROTOCOL_NAME:
+        return section | {"steps": params.steps, "contribution_cap": params.contribution_cap,
+                          "sender": params.sender, "task": params.task, "learning_rate": params.learning_rate}
     return section | {"steps": params.steps}
 
 
 def planned_contributions(topology: Topology) -> int:
     """Contributions of a whole run: K·n on the ring, T on the walk."""
     params = topology.protocol
-    return params.cycles * topology.n if params.name == ring_sum.PROTOCOL_NAME else params.steps
+    ring = params.name in (ring_sum.PROTOCOL_NAME, ring_histogram.PROTOCOL_NAME)
+    return params.cycles * topology.n if ring else params.steps
 
 
 def noise_scale(topology: Topology, hop: int) -> float | None:
@@ -97,20 +137,31 @@ def noise_scale(topology: Topology, hop: int) -> float | None:
 
 
 def contributions(topology: Topology, holders: Sequence[int | None]) -> tuple[Contribution, ...]:
-    """The contributions of a path of holders, hop 0 first."""
-    return tuple(Contribution(holder, noise_scale(topology, hop)) for hop, holder in enumerate(holders))
+    """The contributions of a path of holders, hop 0 first; past a contribution cap, a visit adds noise only."""
+    params = topology.protocol
+    if params.name != rw_sgd.PROTOCOL_NAME:
+        return tuple(Contribution(holder, noise_scale(topology, hop)) for hop, holder in enumerate(holders))
+    visits: Counter[int] = Counter()
+    made: list[Contribution] = []
+    for holder in holders:
+        bears = holder is None or params.contributes(visits[holder])
+        if holder is not None:
+            visits[holder] += 1
+        made.append(Contribution(holder, 1.0, bears))
+    return tuple(made)
 
 
 def path_run(topology: Topology, holders: Sequence[int]) -> TokenRun:
     """A whole run along `holders`: each node sees the token whenever it comes from another node, and
-    every node but the last holder sees the result."""
+    every node but the last holder sees the result (a summation's; random-walk DP-SGD publishes none)."""
     views: list[list[int]] = [[] for _ in range(topology.n)]
     for hop in range(1, len(holders)):
         if holders[hop] != holders[hop - 1]:
             views[holders[hop]].append(hop)
-    for v in range(topology.n):
-        if v != holders[-1]:
-            views[v].append(len(holders))
+    if topology.protocol.name != rw_sgd.PROTOCOL_NAME:
+        for v in range(topology.n):
+            if v != holders[-1]:
+                views[v].append(len(holders))
     return TokenRun(topology, contributions(topology, holders), tuple(map(tuple, views)))
 
 
@@ -119,8 +170,16 @@ def planned_ring(topology: Topology) -> TokenRun:
     return path_run(topology, [hop % topology.n for hop in range(planned_contributions(topology))])
 
 
+def transition_matrix(topology: Topology) -> np.ndarray:
+    """The published walk's W (Alg. 3's: uniform over all n nodes on the complete graph), row by row."""
+    matrix = np.zeros((topology.n, topology.n))
+    for u in range(topology.n):
+        for v, probability in topology.transition_row(u).items():
+            matrix[u, v] = probability
+    return matrix
+
+
 def simulated_walk(topology: Topology, rng: np.random.Generator) -> TokenRun:
-    """One walk of Alg. 3: from node 0, every next holder uniform over all n nodes (itself included)."""
+    """One walk from node 0 along the topology's transition rows."""
     steps = planned_contributions(topology)
-    holders = [walk_sum.START, *rng.integers(topology.n, size=steps - 1).tolist()]
-    return path_run(topology, holders)
+    return path_run(topology, simulate_walk(transition_matrix(topology), steps, walk_sum.START, rng).tolist())

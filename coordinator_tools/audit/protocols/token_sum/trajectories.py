@@ -1,8 +1,9 @@
 """Recompute the token's value at every hop from the private logs and compare with every logged payload.
 
-Along the rebuilt history, hop j's holder adds its input of that visit and, where the public
-rule puts noise, its draw for that visit (the draw's step is the holder's visit index): the
-value at prefix h is the sum of the first h contributions. Agreement with every token value
+Along the rebuilt history, hop j's holder adds its input of that visit (none on a noise-only
+visit past a contribution cap) and, where the public rule puts noise, its draw for that visit
+(the draw's step is the holder's visit index): the value at prefix h is the sum of the first h
+contributions, times −γ for random-walk DP-SGD, whose inputs are gradient steps. Agreement with every token value
 sent, received or refused, every result and every output shows the path and the noise rule
 the accountant assumes are what ran.
 """
@@ -20,14 +21,24 @@ from coordinator_tools.audit.protocols.token_sum.run import TokenRun
 from coordinator_tools.audit.records import PrivateSection, carries_value
 from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL, PayloadComparison, TrajectoryCheck, missing_inputs
 from node.codec import from_tensor
+from node.protocols.ring_histogram import INIT_PURPOSE
+from node.protocols.token_sum import NOISE_PURPOSE
 
 if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
 
 
-def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadComparison) -> list[np.ndarray]:
-    """The token's value at every prefix 0..total; a contribution the private logs cannot explain is a mismatch."""
-    values = [np.zeros(run.topology.protocol.dimension)]
+def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadComparison,
+                  purpose: str = NOISE_PURPOSE) -> list[np.ndarray]:
+    """The token's value at every prefix 0..total; a contribution the private logs cannot explain is a mismatch.
+
+    The token starts at zero plus its originator's `init` draws (a ring histogram's random elements);
+    each visit's draw is the one of the protocol's `purpose`.
+    """
+    origin = run.contributions[0].holder if run.contributions else None
+    start = [from_tensor(draw.value) for draw in private.draws.get(origin, ()) if draw.purpose == INIT_PURPOSE]
+    values = [np.zeros(run.topology.protocol.dimension) + sum(start, 0.0)]
+    scale = run.value_scale()
     visits: Counter[int] = Counter()
     for hop, contribution in enumerate(run.contributions):
         holder = contribution.holder
@@ -37,13 +48,16 @@ def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadCom
         visit = visits[holder]
         visits[holder] += 1
         inputs = private.inputs[holder]
-        draws = [draw for draw in private.draws[holder] if draw.step == visit]
-        if visit >= len(inputs) or bool(draws) != (contribution.scale is not None):
+        draws = [draw for draw in private.draws[holder] if draw.step == visit and draw.purpose == purpose]
+        bears = contribution.bears_input
+        if (bears and visit >= len(inputs)) or bool(draws) != (contribution.scale is not None):
             comparison.unexplained(holder, f"hop {hop} (visit {visit} of node {holder}): its private log holds "
-                                           f"{min(1, len(inputs) - visit)} inputs and {len(draws)} draws for it, the "
-                                           f"rule puts {'no' if contribution.scale is None else 'one'} draw there")
+                                           f"{max(0, min(1, len(inputs) - visit))} inputs and {len(draws)} draws for "
+                                           f"it, the rule puts {'no' if contribution.scale is None else 'one'} draw "
+                                           f"and {'one' if bears else 'no'} input there")
             return values
-        values.append(values[-1] + inputs[visit] + (from_tensor(draws[0].value) if draws else 0.0))
+        added = (inputs[visit] if bears else 0.0) + (from_tensor(draws[0].value) if draws else 0.0)
+        values.append(values[-1] + scale * added)
     return values
 
 
@@ -57,8 +71,8 @@ def check_trajectories(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Traj
         return failed
     scale = max((float(np.max(np.abs(x), initial=0.0)) for x in private.inputs.values()), default=1.0)
     comparison = PayloadComparison(scale, rtol)
-    values = prefix_values(run, private, comparison)
     rules = rules_for(replay.topology)
+    values = prefix_values(run, private, comparison, rules.noise_purpose)
     for node, log in replay.logs.items():
         logged = [(key, sent.payload, "sent") for key, sent in log.sent.items() if carries_value(sent.payload)]
         logged += [(key, payload, "received") for key, payload in log.values_in_view().items()]
@@ -69,6 +83,7 @@ def check_trajectories(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Traj
                                              "never computes")
             else:
                 comparison.compare(node, payload, values[prefix], f"{where} {key.kind} at prefix {prefix}")
-        if log.final_output is not None and len(values) > run.total:
-            comparison.compare(node, log.final_output.value, values[run.total], "final output")
+        output = run.output_prefix(node)
+        if log.final_output is not None and len(values) > output:
+            comparison.compare(node, log.final_output.value, run.output_of(values[output]), "final output")
     return comparison.result()
