@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "coordinator_tools.compose",
     "coordinator_tools.audit.command",
     "coordinator_tools.audit.plan_command",
+    "coordinator_tools.compare.command",
 )
 
 
