@@ -6,11 +6,14 @@ import json
 import zipfile
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from node.errors import ConfigError
-from node.learning import Task
+
+if TYPE_CHECKING:
+    from node.learning import Task  # node.learning loads learning files with this module
 
 SUPPORTED_SUFFIXES = (".json", ".npy", ".npz", ".csv", ".txt")
 

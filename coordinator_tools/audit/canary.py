@@ -33,9 +33,10 @@ This is a simulation, not a node's sampler: a seeded numpy Generator is fine her
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -237,3 +238,26 @@ def _correct_guesses(
         included_high = np.cumsum(ranked[:, ::-1], axis=1)[:, levels - 1]
         correct[rows] = excluded_low + included_high
     return correct
+
+
+def canary_column(observer_model: Callable[[int], LinearGaussianModel], pairs: Iterable[Pair],
+                  options: Mapping[str, Any], *, canaries: int, seed: int | None) -> np.ndarray:
+    """The report's empirical column: each audited pair's ε_lower at the options' σ, Δ and δ, [u, v], NaN elsewhere."""
+    results = canary_audit(observer_model, pairs, sigma=options["sigma"], sensitivity=options["sensitivity"],
+                           delta=options["delta"], canaries=canaries,
+                           threat_model=options.get("threat_model", ThreatModel()), rng_seed=seed)
+    n = observer_model(0).n
+    empirical = np.full((n, n), np.nan)
+    for (u, v), result in results.items():
+        empirical[u, v] = result.eps_lower
+    return empirical
+
+
+def canary_note(canaries: int, seed: int | None, *, direction: str) -> str:
+    """The report's note on how the empirical column was obtained."""
+    levels = ", ".join(str(k) for k in guess_levels(canaries))
+    return (f"empirical: one-run canary audit (Steinke, Nasr & Jagielski 2023), {canaries} canaries per source "
+            f"node along {direction}, one simulated run; each observer guesses its k highest "
+            f"and k lowest likelihood-ratio scores (k in {{{levels}}}, picked on an independent pilot run); "
+            f"their (eps, delta) p-value, every pair's bound holding together at {CONFIDENCE:.0%} (Bonferroni), "
+            f"seed {seed}")

@@ -10,7 +10,7 @@ log) and adds one to τ[y]. RR_γ is ε-randomized response at ε = ln(1 + L(1�
 with probability 1 − γ + γ/L and gives each other category γ/L.
 
 After the K·n-th contribution node n − 1 holds τ and sends it round once more as the result
-token (ring-sum's custody, deadlines and linger). Every node outputs the debiased estimate
+token (ring-sum's custody, deadlines and farewell). Every node outputs the debiased estimate
 (`debiased`) of the number of nodes holding each category.
 
 γ is published directly, or chosen for a target (ε, δ) by PAbD Thm 2 (`thm2_gamma`): the

@@ -10,20 +10,18 @@ each pair's canaries along the sign direction attaining the sensitivity's lower 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Unpack
 
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model, all_pairs
-from coordinator_tools.audit.attack import Pair
-from coordinator_tools.audit.canary import CONFIDENCE, DEFAULT_CANARIES, canary_audit, guess_levels
+from coordinator_tools.audit.canary import DEFAULT_CANARIES, canary_column, canary_note
 from coordinator_tools.audit.exact import RECONSTRUCT_TOL, ViewGeometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd.paper import corrected_sum, eq9_sum
-from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import GradientSensitivity, gradient_sensitivity
-from coordinator_tools.audit.protocols.muffliato_gd.unrolled import Schedule, UnrolledRun, unroll
+from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import gradient_sensitivity
+from coordinator_tools.audit.protocols.muffliato_gd.unrolled import Schedule, unroll
 from node.errors import ConfigError
 
 PAPER_NOTE = "paper: Muffliato Thm 6 (Eq. 9) on the realized graphs of every step, summed over steps"
@@ -96,40 +94,10 @@ def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> Pai
     empirical = None
     if attack_pairs is not None:
         pairs = all_pairs(model, threat_model) if attack_pairs == "all" else attack_pairs
-        empirical = _canary_column(run, sensitivity, pairs, options, canaries=canaries, seed=seed)
-        notes.append(_canary_note(canaries, seed))
+        empirical = canary_column(lambda v: run.linear_model(sensitivity.directions[:, v]), pairs, options,
+                                  canaries=canaries, seed=seed)
+        notes.append(canary_note(canaries, seed, direction="the pair's worst sign direction"))
     return account_model(
         model, eq9_sum(schedule, threat_model), geometry=geometry, releases=run.steps,
         paper_corrected_sum=corrected_sum(schedule, threat_model) if single_round else None, notes=notes,
         empirical_eps_lower=empirical, **options)  # fmt: skip
-
-
-def _canary_note(canaries: int, seed: int | None) -> str:
-    """The report's note on how the empirical column was obtained."""
-    levels = ", ".join(str(k) for k in guess_levels(canaries))
-    return (f"empirical: one-run canary audit (Steinke, Nasr & Jagielski 2023), {canaries} canaries per source "
-            f"node along the pair's worst sign direction, one simulated run; each observer guesses its k highest "
-            f"and k lowest likelihood-ratio scores (k in {{{levels}}}, picked on an independent pilot run); "
-            f"their (eps, delta) p-value, every pair's bound holding together at {CONFIDENCE:.0%} (Bonferroni), "
-            f"seed {seed}")
-
-
-def _canary_column(
-    run: UnrolledRun,
-    sensitivity: GradientSensitivity,
-    pairs: Sequence[Pair],
-    options: AccountingOptions,
-    *,
-    canaries: int,
-    seed: int | None,
-) -> np.ndarray:
-    """The canary audit's ε_lower of the pairs asked for, [u, v], NaN elsewhere."""
-    threat_model = options.get("threat_model", ThreatModel())
-    results = canary_audit(
-        lambda v: run.linear_model(sensitivity.directions[:, v]), pairs, sigma=options["sigma"],
-        sensitivity=options["sensitivity"], delta=options["delta"], canaries=canaries, threat_model=threat_model,
-        rng_seed=seed)  # fmt: skip
-    empirical = np.full((run.n, run.n), np.nan)
-    for (u, v), result in results.items():
-        empirical[u, v] = result.eps_lower
-    return empirical

@@ -12,7 +12,7 @@
 * ex ante: the same averaged over simulated walks of the published transition matrix,
   (1/(α−1)) log E exp((α−1)·loss(walk)): what v's view leaks when the walk stays secret;
 * ldp: each of u's gradient steps seen directly; central: as for the summations;
-* empirical: the distinguishing attack on the exact column's model (`account_model`).
+* empirical: the one-run canary audit on the exact column's model, as for Muffliato-GD (`canary`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import Unpack
 
 import numpy as np
 
-from coordinator_tools.audit.accountants import AccountingOptions, ClosedForm, account_model
+from coordinator_tools.audit.accountants import AccountingOptions, ClosedForm, account_model, all_pairs
+from coordinator_tools.audit.canary import DEFAULT_CANARIES, canary_column, canary_note
 from coordinator_tools.audit.conversion import gaussian_rdp, gaussian_rdp_epsilon, rdp_to_epsilon, squared_mu
-from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
+from coordinator_tools.audit.losses import PairColumn, PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.rw_sgd import theory
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun, simulated_walk, transition_matrix
@@ -89,7 +90,15 @@ def account(run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLoss
     topology = run.topology
     contributions = run.visits()
     paper = paper_column(topology, contributions.astype(float), options)
-    losses = account_model(linear_model(run), ClosedForm(*paper), releases=contributions, notes=NOTES, **options)
+    attack_pairs, seed = options.pop("attack_pairs", None), options.pop("rng_seed", None)
+    canaries = options.pop("attack_runs", DEFAULT_CANARIES)
+    model, notes, empirical = linear_model(run), list(NOTES), None
+    if attack_pairs is not None:
+        pairs = all_pairs(model, options.get("threat_model", ThreatModel())) if attack_pairs == "all" else attack_pairs
+        empirical = canary_column(lambda v: model, pairs, options, canaries=canaries, seed=seed)
+        notes.append(canary_note(canaries, seed, direction="one direction at every gradient step of the source"))
+    losses = account_model(model, ClosedForm(*paper), releases=contributions, notes=notes,
+                           empirical_eps_lower=empirical, **options)
     losses.notes.extend(order_notes(options))
     holders, bearing = run.holders(), run.bearing()
     if (holders >= 0).all():
