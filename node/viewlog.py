@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError
 
 from netdp.v1 import viewlog_pb2
 from node.errors import LogExistsError, LogFormatError
+from node.logfiles import LogHandlePool, shared_pool
 
 MAGIC = b"NDPLOG\x01\n"
 FRAME = struct.Struct("<II")
@@ -76,7 +77,8 @@ def encode_record(record: viewlog_pb2.Record) -> bytes:
 class ViewLogWriter:
     """Append-only writer that fsyncs every append. Safe to call from several threads."""
 
-    def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644) -> None:
+    def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644,
+                 pool: LogHandlePool | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -85,10 +87,16 @@ class ViewLogWriter:
                 "rejoin its run (fresh noise would leak more, and its neighbours have dropped it): "
                 "start a new run with a fresh log folder")
         self._lock = threading.Lock()
-        self._file = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode), "ab", buffering=0)
-        self._file.write(MAGIC)
+        self._closed = False
+        # The descriptor lives in a process-wide pool (node/logfiles.py): bounded open files whatever the
+        # number of writers; it is reopened in append mode when the pool had closed it, never mid-append.
+        self._pool = pool or shared_pool()
+        self._flags = os.O_WRONLY | os.O_APPEND
+        self._mode = mode
+        self._write_synced([MAGIC], create=True)
         self.append(viewlog_pb2.Record(header=header))
-        _fsync_directory(self.path.parent)
+        with self._pool.slot():
+            _fsync_directory(self.path.parent)
 
     def append(self, record: viewlog_pb2.Record) -> None:
         """Stamp, write and fsync one record before returning."""
@@ -99,17 +107,26 @@ class ViewLogWriter:
         now = time.time()
         for record in records:
             record.logged_unix = now
-        frames = b"".join(encode_record(record) for record in records)
+        self._write_synced([encode_record(record) for record in records])
+
+    def _write_synced(self, chunks: Sequence[bytes], *, create: bool = False) -> None:
+        """Write the bytes in one call (all of them, even if the OS takes them in parts), then fsync."""
+        data = b"".join(chunks)
+        flags = self._flags | (os.O_CREAT if create else 0)
         with self._lock:
-            if self._file.closed:
+            if self._closed:
                 raise ValueError(f"{self.path} is closed")
-            self._file.write(frames)
-            os.fsync(self._file.fileno())
+            with self._pool.descriptor(self, lambda: os.open(self.path, flags, self._mode)) as fd:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if not self._closed:
+                self._closed = True
+                self._pool.discard(self)
 
     def __enter__(self) -> "ViewLogWriter":
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, run_cluster
+from coordinator_tools.cluster.virtual import refuse_process_options, run_virtual
 from node.errors import ConfigError, NetdpError
 from node.topology import load_topology
 
@@ -29,8 +31,9 @@ def _steps_per_node(protocol: BaseModel) -> int | None:
     return getattr(protocol, "rounds", None) or getattr(protocol, "exchanges", None)
 
 
-def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions) -> ClusterResult:
-    """run_cluster with a progress bar of local steps (rounds, exchanges) started over all nodes.
+def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions,
+                         runner: Callable[..., ClusterResult] = run_cluster) -> ClusterResult:
+    """run_cluster (or `runner`: virtual.run_virtual) with a progress bar of local steps started over all nodes.
 
     The bar appears once the nodes run, so that a refused input is the only thing printed.
     """
@@ -45,7 +48,7 @@ def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, opti
         progress.update(task, completed=sum(started.values()))
 
     try:
-        return run_cluster(topology_path, data_dir, rundir, options, on_progress=show)
+        return runner(topology_path, data_dir, rundir, options, on_progress=show)
     finally:
         if progress.live.is_started:
             progress.stop()
@@ -77,7 +80,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by `netdp run` and `netdp demo`."""
     parser.add_argument("--sampler", choices=("secure", "simulation"), default="secure",
                         help="noise sampler of every node (default: secure)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", "--sim-seed", type=int, default=None, dest="seed",
                         help="master seed of the simulation sampler (each node derives its own; never logged)")
     security = parser.add_mutually_exclusive_group()
     security.add_argument("--certs", type=Path, help="certificates from `netdp certs` (mutual TLS)")
@@ -88,9 +91,13 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    if args.certs is None and not args.insecure:
+    if args.certs is None and not args.insecure and not args.virtual:
         raise ConfigError("pass --certs DIR (from `netdp certs`) or --insecure for a plain-text local run")
-    result = launch_with_progress(args.topology, args.data, args.out, options_from_args(args))
+    options = options_from_args(args)
+    if args.virtual:  # every node in this process: no TLS to choose, process-only options refused
+        refuse_process_options(options)
+    result = launch_with_progress(args.topology, args.data, args.out, options,
+                                  runner=run_virtual if args.virtual else run_cluster)
     report_failures(result)
     finished = sum(1 for r in result.nodes if r.succeeded)
     CONSOLE.print(f"{finished}/{result.topology.n} nodes finished; logs and estimates in {result.rundir}")
@@ -103,4 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--data", type=Path, required=True, help="folder with node-<id>.json (or .npy/.npz/.csv) files")
     run.add_argument("--out", type=Path, required=True, help="new folder for the run: topology, logs, estimates")
     add_launch_arguments(run)
+    run.add_argument("--virtual", action="store_true",
+                     help="run every node in this one process over the in-process transport (no TLS, no fault "
+                          "injection; same protocol code, validation and logs)")
     run.set_defaults(handler=_run_command)

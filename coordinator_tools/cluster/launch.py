@@ -95,6 +95,13 @@ def prepare_rundir(topology_path: Path, rundir: Path) -> Topology:
     return topology
 
 
+def node_simulation_seed(options: LaunchOptions, node_id: int) -> int | None:
+    """The seed of node_id's simulation sampler, derived from the master seed (None: no seed to pass)."""
+    if options.sampler != "simulation" or options.simulation_seed is None:
+        return None
+    return int(np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0])
+
+
 def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> list[str]:
     command = [
         sys.executable, "-m", "node.cli",
@@ -104,9 +111,9 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
         "--log-dir", str(node_log_dir(rundir, node_id)),
         "--sampler", options.sampler,
     ]
-    if options.sampler == "simulation" and options.simulation_seed is not None:
-        derived = np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0]
-        command += ["--sim-seed", str(int(derived))]
+    seed = node_simulation_seed(options, node_id)
+    if seed is not None:
+        command += ["--sim-seed", str(seed)]
     if node_id in options.kill_at_round:
         command += ["--fault-kill-at-step", str(options.kill_at_round[node_id])]
     if options.lost_reply_fraction:

@@ -8,14 +8,13 @@ mailboxes and the view logs behave exactly as over gRPC.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from netdp.v1 import peer_pb2
-from node.host import NodeHost, NodeOutcome
-from node.noise import GaussianSampler
+from node.host import NodeHost, NodeOutcome, StepHook
+from node.noise import GaussianSampler, NodeSamplers
 from node.receiver import Receiver
 from node.refusal import Refusal
 from node.topology import Topology
@@ -51,29 +50,46 @@ class InProcessLink:
         return None
 
 
+NodeStepHook = Callable[[int, int], Awaitable[None]]  # (node id, local step) as the step starts
+
+
 async def run_inprocess(
     topology: Topology,
-    values: Sequence[np.ndarray],
+    values: Sequence[Any],
     log_root: Path,
-    sampler_for: Callable[[int], GaussianSampler],
+    sampler_for: Callable[[int], GaussianSampler | NodeSamplers],
     *,
     absent: Collection[int] = (),
+    on_step: NodeStepHook | None = None,
+    return_exceptions: bool = False,
 ) -> dict[int, NodeOutcome]:
-    """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>."""
+    """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>.
+
+    `sampler_for(v)` gives node v's Gaussian sampler, or all its samplers (`make_samplers`) as a
+    networked node has them. With `return_exceptions`, a node whose run raises does not stop the
+    others: its entry in the result is the exception (as a node process would exit on its own).
+    """
     running = [v for v in range(topology.n) if v not in absent]
     hosts: dict[int, NodeHost] = {}
 
     def link_factory(sender: int) -> Callable[[int], InProcessLink]:
         return lambda peer: InProcessLink(sender, _receiver_of(hosts, peer))
 
+    def step_hook(node: int) -> StepHook | None:
+        return None if on_step is None else (lambda step: on_step(node, step))
+
     for v in running:
-        hosts[v] = NodeHost(topology, v, values[v], sampler_for(v), Path(log_root) / f"node-{v}", link_factory(v))
+        samplers = sampler_for(v)
+        gaussian, randomized_response = ((samplers.gaussian, samplers.randomized_response)
+                                         if isinstance(samplers, NodeSamplers) else (samplers, None))
+        hosts[v] = NodeHost(topology, v, values[v], gaussian, Path(log_root) / f"node-{v}", link_factory(v),
+                            on_step=step_hook(v), randomized_response=randomized_response)
     try:
-        outcomes = await asyncio.gather(*(hosts[v].run() for v in running))
+        outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:
         for host in hosts.values():
             await host.close()
-    return {outcome.node_id: outcome for outcome in outcomes}
+    return dict(zip(running, outcomes))
 
 
 def _receiver_of(hosts: Mapping[int, NodeHost], node: int) -> Receiver | None:
