@@ -185,8 +185,9 @@ class Outbox:
 
     async def reachable(self, peer: int, timeout_s: float, *, wait_for_peer: bool = False) -> bool:
         """Whether the peer answers a ping (a dead or cut-off peer does not); optionally wait for it to come up."""
+        envelope, data = self._wire(peer, Message(PING, MessageId()))
         try:
-            await self.call(peer, Message(PING, MessageId()), timeout_s, wait_for_peer=wait_for_peer)
+            await self.link(peer).ping(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
         except LinkError as exc:
             return not exc.unreachable and exc.code != "DEADLINE_EXCEEDED"
         return True

@@ -42,6 +42,10 @@ class GrpcPeerLink:
         except grpc.aio.AioRpcError as exc:
             raise LinkError(exc.code().name, exc.details() or "") from None
 
+    async def ping(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
+        """A ping is a call every node answers: answered means up and reachable."""
+        await self.call(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
+
     async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
                    ) -> tuple[peer_pb2.Envelope, bytes]:
         try:

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from netdp.v1 import peer_pb2, viewlog_pb2
+
 from node.delivery import BarrierDelivery, CustodyDelivery, LatestValueDelivery, Outbox
 from node.journal import Delivery, Journal
 from node.message import GOSSIP, Message, MessageId
 from node.transport.base import LinkError
+from node.transport.inprocess import InProcessLink
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 BUDGET_S = 30.0
@@ -141,3 +142,19 @@ async def test_a_message_is_logged_with_its_kind_and_message_id(journal, tmp_pat
     await deliver_once(journal, ScriptedLink([]), CustodyDelivery(1))
     sent = read_log(tmp_path / VIEW_LOG_NAME).of_kind("sent")[-1]
     assert (sent.kind, sent.sequence, sent.exchange_id, sent.peer, sent.delivered) == ("exchange.commit", 3, "0-3", 1, True)
+
+
+async def test_a_ping_in_process_answers_for_a_running_peer_without_a_message(journal):
+    """Virtual nodes share one process: a running peer is up, so a liveness probe costs no envelope check."""
+
+    class CountingReceiver:
+        accepted = 0
+
+        async def accept(self, envelope, data, sender):
+            CountingReceiver.accepted += 1
+
+    outbox = Outbox(lambda peer: InProcessLink(0, CountingReceiver() if peer == 1 else None), journal, run_id="r",
+                    protocol="muffliato", sender=0)
+    assert await outbox.reachable(1, timeout_s=1.0)
+    assert not await outbox.reachable(2, timeout_s=1.0)  # not running: unreachable
+    assert CountingReceiver.accepted == 0
