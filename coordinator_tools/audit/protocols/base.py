@@ -48,6 +48,21 @@ class RealizedRun(Protocol):
         ...
 
 
+class OnTopology:
+    """What every run (realized, planned or simulated) reads off its published `topology` attribute."""
+
+    topology: Topology
+
+    @property
+    def protocol(self) -> str:
+        """The protocol's name, as the topology publishes it."""
+        return self.topology.protocol.name
+
+    @property
+    def n(self) -> int:
+        return self.topology.n
+
+
 class ProtocolAuditor(ABC):
     """The audit of one protocol: record rules, transcript rebuild, accounting, checks, planning."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from coordinator_tools.audit.protocols.base import OnTopology
 from node.mixing import chebyshev_omega
 from node.topology import Topology
 
@@ -17,7 +18,7 @@ Message = tuple[int, int]  # (sender w, round t): the value x_w^t
 
 
 @dataclass(frozen=True)
-class Transcript:
+class Transcript(OnTopology):
     """What really happened in a synchronous Muffliato run.
 
     Round t (0 <= t < rounds) is the exchange of the values x^t. For node v:
@@ -42,15 +43,6 @@ class Transcript:
     received: tuple[tuple[Message, ...], ...]
     inferred: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     rounds_per_step: int = 1
-
-    @property
-    def protocol(self) -> str:
-        """The protocol that ran: synchronous Muffliato, or Muffliato-GD whose gossip rounds these are."""
-        return self.topology.protocol.name
-
-    @property
-    def n(self) -> int:
-        return self.topology.n
 
     @property
     def omega(self) -> float:

@@ -23,7 +23,12 @@ from coordinator_tools.audit.plan import (
     calibrate_sigma,
     mixture_losses,
 )
-from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of, notes
+from coordinator_tools.audit.protocols.base import OnTopology
+from coordinator_tools.audit.protocols.token_sum.accountant import (
+    account,
+    bound_of,
+    notes,
+)
 from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.run import (
@@ -40,19 +45,11 @@ DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True)
-class PlannedWalks:
+class PlannedWalks(OnTopology):
     """The simulated walks a plan averaged over (what its report's `run` describes)."""
 
     topology: Topology
     walks: tuple[TokenRun, ...]
-
-    @property
-    def protocol(self) -> str:
-        return self.topology.protocol.name
-
-    @property
-    def n(self) -> int:
-        return self.topology.n
 
     def run_section(self) -> dict[str, object]:
         return published_section(self.topology) | {"walks": len(self.walks),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import OnTopology
 from coordinator_tools.audit.protocols.rw_sgd.theory import simulate_walk
 from coordinator_tools.audit.protocols.token_sum.history import TokenHistory
 from node.protocols import ring_histogram, ring_sum, rw_sgd, walk_sum
@@ -32,21 +33,13 @@ class Contribution:
 
 
 @dataclass(frozen=True)
-class TokenRun:
+class TokenRun(OnTopology):
     """A token summation's contributions, in hop order, and every node's view (prefix lengths, ascending)."""
 
     topology: Topology
     contributions: tuple[Contribution, ...]
     views: tuple[tuple[int, ...], ...]
     histories: tuple[TokenHistory, ...] = ()  # realized runs: each token's hops as the logs show them
-
-    @property
-    def protocol(self) -> str:
-        return self.topology.protocol.name
-
-    @property
-    def n(self) -> int:
-        return self.topology.n
 
     @property
     def total(self) -> int:
