@@ -71,8 +71,10 @@ class ProtocolContext:
     """One node's interface to the network, its noise and its log, as a protocol uses them."""
 
     def __init__(self, topology: Topology, node_id: int, journal: Journal, receiver: Receiver, outbox: Outbox,
-                 noise: NodeNoise, on_step: Callable[[int], Awaitable[None]]) -> None:
+                 noise: NodeNoise, on_step: Callable[[int], Awaitable[None]], network: NetworkParams | None = None
+                 ) -> None:
         self.topology = topology
+        self._network = network or topology.network
         self.node_id = node_id
         self.journal = journal
         self.noise = noise
@@ -87,7 +89,8 @@ class ProtocolContext:
 
     @property
     def network(self) -> NetworkParams:
-        return self.topology.network
+        """The deadlines and delivery limits this node keeps: the published ones, unless its host stretched them."""
+        return self._network
 
     def neighbours(self, step: int = 0) -> tuple[int, ...]:
         """This node's neighbours at `step` (the same every step on a fixed graph)."""

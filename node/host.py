@@ -24,7 +24,7 @@ from node.message import Message
 from node.noise import GaussianSampler, RandomizedResponseSampler
 from node.protocols.registry import protocol_spec
 from node.receiver import Receiver
-from node.topology import Topology
+from node.topology import NetworkParams, Topology
 from node.transport.base import PeerLink
 
 ESTIMATE_FILE = "estimate.json"
@@ -43,7 +43,9 @@ class NodeHost:
 
     def __init__(self, topology: Topology, node_id: int, private_data: Any, sampler: GaussianSampler,
                  log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None,
-                 randomized_response: RandomizedResponseSampler | None = None) -> None:
+                 randomized_response: RandomizedResponseSampler | None = None,
+                 network: NetworkParams | None = None) -> None:
+        """`network`: deadlines to keep instead of the published ones (the header still records those)."""
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
         self.topology = topology
@@ -56,7 +58,8 @@ class NodeHost:
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
                              sender=node_id)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
-                                  NodeNoise(sampler, self.journal, randomized_response), on_step or _no_hook)
+                                  NodeNoise(sampler, self.journal, randomized_response), on_step or _no_hook,
+                                  network)
         self._protocol = spec.start(context, private_data)
 
     async def run(self) -> NodeOutcome:

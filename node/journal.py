@@ -3,14 +3,17 @@
 The public view log gets what the node saw; the private log gets its own input and noise.
 Appends are fsync'd in a worker thread so the event loop keeps serving peers meanwhile.
 Records that must be durable together (a round's sent messages, a received value and the
-exchange step it completes) are written with one `write` call: one fsync.
+exchange step it completes) are written with one `write` call: one fsync. Commits are
+grouped: records handed in while a log's write is in flight (a round's values arriving
+from several neighbours at once) go out together in its next write, with one fsync, and
+each caller returns only once its own records are on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +82,48 @@ def _logged_kind(kind: str) -> str:
     return "" if kind == GOSSIP else kind
 
 
+class GroupedAppends:
+    """One log's appends, grouped: at most one write in flight, later records wait and go out together."""
+
+    def __init__(self, writer: ViewLogWriter) -> None:
+        self._writer = writer
+        self._waiting: list[tuple[Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def append(self, records: Sequence[viewlog_pb2.Record]) -> None:
+        """Return once `records` are written, in order after every record handed in before, and fsync'd."""
+        durable = asyncio.get_running_loop().create_future()
+        self._waiting.append((records, durable))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        await durable
+
+    async def _flush(self) -> None:
+        """Write whatever is waiting, one write and fsync per group, until nothing is."""
+        group: list[tuple[Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                failure: Exception | None = None
+                try:
+                    await asyncio.to_thread(self._writer.append_many, [r for records, _ in group for r in records])
+                except Exception as error:  # noqa: BLE001 - every caller of the group hears of it
+                    failure = error
+                for _, durable in group:
+                    if durable.done():  # its caller gave up waiting; the records went out all the same
+                        continue
+                    if failure is None:
+                        durable.set_result(None)
+                    else:
+                        durable.set_exception(failure)
+                group = []
+        finally:
+            self._flusher = None
+            for _, durable in group + self._waiting:  # cancelled itself: so are the appends it still owed
+                durable.cancel()
+            self._waiting = []
+
+
 class Journal:
     """The two logs of one node for one run."""
 
@@ -93,10 +138,12 @@ class Journal:
         private.section = "private"
         self._view = ViewLogWriter(self.log_dir / VIEW_LOG_NAME, public)
         self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private, mode=0o600)
+        self._view_appends = GroupedAppends(self._view)
+        self._private_appends = GroupedAppends(self._private)
 
     async def write(self, *records: viewlog_pb2.Record) -> None:
         """Append public records, durable together before returning."""
-        await asyncio.to_thread(self._view.append_many, records)
+        await self._view_appends.append(records)
 
     async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
         """Messages and what became of each at its peer, made durable together."""
@@ -138,12 +185,12 @@ class Journal:
 
     async def private_input(self, value: np.ndarray, clipped: bool) -> None:
         record = viewlog_pb2.PrivateInput(value=to_tensor(value), clipped=clipped)
-        await asyncio.to_thread(self._private.append, viewlog_pb2.Record(private_input=record))
+        await self._private_appends.append([viewlog_pb2.Record(private_input=record)])
 
     async def noise(self, purpose: str, value: np.ndarray, *, step: int, mechanism: str, scale: float) -> None:
         record = viewlog_pb2.NoiseDraw(purpose=purpose, value=to_tensor(value), step=step, mechanism=mechanism,
                                        scale=scale)
-        await asyncio.to_thread(self._private.append, viewlog_pb2.Record(noise=record))
+        await self._private_appends.append([viewlog_pb2.Record(noise=record)])
 
     def close(self) -> None:
         self._view.close()

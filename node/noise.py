@@ -15,6 +15,7 @@ mark simulation results. No sampler keeps its seed: only the generator it seeded
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,8 +84,9 @@ def _keep_probability_for(value: int, categories: int, epsilon: float) -> float:
     return keep
 
 
+@functools.cache
 def _opendp():
-    """OpenDP's prelude with the 'contrib' features the mechanisms below need."""
+    """OpenDP's prelude with the 'contrib' features the mechanisms below need (set up once per process)."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib")

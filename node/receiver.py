@@ -86,7 +86,13 @@ class Receiver:
         whose record is being written is also applied, never logged and then lost.
         """
         sender = await self.admit(envelope, authenticated_sender)
-        return await asyncio.shield(self._deliver(sender, envelope, data))
+        delivery = asyncio.ensure_future(self._deliver(sender, envelope, data))
+        try:
+            return await asyncio.shield(delivery)
+        except asyncio.CancelledError:
+            # The caller is gone; the delivery runs on, and a refusal it ends in is logged already.
+            delivery.add_done_callback(_settled_without_caller)
+            raise
 
     async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> Reply:
         message: Message | None = None
@@ -160,3 +166,9 @@ def _quoted(value: object) -> str:
     """repr(value), cut to MAX_QUOTED_CHARS."""
     text = repr(value)
     return text if len(text) <= MAX_QUOTED_CHARS else f"{text[: MAX_QUOTED_CHARS - 3]}..."
+
+
+def _settled_without_caller(delivery: asyncio.Future) -> None:
+    """Retrieve the outcome nobody awaits any more, so asyncio does not report it as lost."""
+    if not delivery.cancelled():
+        delivery.exception()

@@ -336,13 +336,21 @@ class Topology(BaseModel):
     def address_of(self, node: int) -> str:
         return self.nodes[node].address
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """sha256 of the canonical JSON form: every log records it to bind views to one topology."""
+        """sha256 of the canonical JSON form: every log records it to bind views to one topology.
+
+        Computed once per loaded topology (it is frozen): a process hosting thousands of node ids
+        would otherwise serialise the whole graph once per id.
+        """
         return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
 
     def public_parameters_json(self) -> str:
         """Protocol, graph schedule and network parameters as JSON, for the run header of every log."""
+        return self._public_parameters_json
+
+    @cached_property
+    def _public_parameters_json(self) -> str:
         return self.model_dump_json(
             include={"protocol", "network", "schedule", "weighting", "spectral_gap", "gamma"})
 

@@ -25,7 +25,7 @@ from node.host import ESTIMATE_FILE
 from node.mailboxes.token_slot import KEPT, RECEIVED
 from node.protocols.registry import protocol_spec
 from node.security import CA_FILE, CERT_FILE, KEY_FILE
-from node.topology import Topology, load_topology, save_topology
+from node.topology import NetworkParams, Topology, load_topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 POLL_INTERVAL_S = 0.2
@@ -136,8 +136,9 @@ def start_node_process(rundir: Path, node_id: int, data_file: Path, options: Lau
                                 stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def default_timeout(topology: Topology) -> float:
-    network = topology.network
+def default_timeout(topology: Topology, network: NetworkParams | None = None) -> float:
+    """How long a run may take before the launcher stops it: startup, the protocol's worst case, a margin."""
+    network = network or topology.network
     return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network, topology.n) + 30.0
 
 

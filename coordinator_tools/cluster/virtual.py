@@ -9,7 +9,11 @@ makes it (`secure` by default; `simulation` with the seed the launcher would han
 so the view logs cannot be told from a networked run's.
 
 What differs: no gRPC, no TLS, one process and one event loop (`node.transport.inprocess`),
-no per-node stderr.txt. Options that only make sense for node processes are refused.
+no per-node stderr.txt. Options that only make sense for node processes are refused. And
+time: every node waits for its turn on the one loop, so a round of n nodes takes about n
+times a node's work. The nodes keep the published deadlines stretched by n / 64 (the
+headers still record the published ones), so a live neighbour is never dropped as slow
+because its turn had not come.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from node.errors import ConfigError, NetdpError
 from node.host import NodeOutcome
 from node.noise import NodeSamplers, make_samplers
 from node.protocols.registry import protocol_spec
-from node.topology import Topology, load_topology
+from node.topology import NetworkParams, Topology, load_topology
 from node.transport.inprocess import run_inprocess
 
+# About this many virtual nodes share the loop as fast as one networked node has it to itself.
+NODES_PER_DEADLINE = 64
 # exit codes a `netdp-node` process would have had (node/cli.py)
 EXIT_OK, EXIT_CRASHED, EXIT_ERROR, EXIT_STOPPED = 0, 1, 2, 3
 
@@ -59,6 +65,14 @@ def refuse_process_options(options: LaunchOptions) -> None:
                           f"drop {', '.join(refused)}")
 
 
+def virtual_network(topology: Topology) -> NetworkParams:
+    """The published network parameters with the deadlines stretched by n / NODES_PER_DEADLINE (at least 1)."""
+    network = topology.network
+    stretch = max(1.0, topology.n / NODES_PER_DEADLINE)
+    return network.model_copy(update={"round_deadline_s": network.round_deadline_s * stretch,
+                                      "startup_deadline_s": network.startup_deadline_s * stretch})
+
+
 def node_samplers(options: LaunchOptions, node_id: int) -> NodeSamplers:
     """Node `node_id`'s samplers, exactly as `netdp-node` makes them from the launcher's command line."""
     return make_samplers(options.sampler, node_simulation_seed(options, node_id))
@@ -74,16 +88,19 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     load = protocol_spec(topology.protocol.name).load
     private_data = [load(data_files[v], topology.protocol) for v in range(topology.n)]
     samplers = [node_samplers(options, v) for v in range(topology.n)]
-    timeout_s = options.timeout_s or default_timeout(topology)
-    settled, timed_out = asyncio.run(_run(topology, private_data, Path(rundir), samplers, timeout_s, on_progress))
+    network = virtual_network(topology)
+    timeout_s = options.timeout_s or default_timeout(topology, network)
+    settled, timed_out = asyncio.run(_run(topology, network, private_data, Path(rundir), samplers, timeout_s,
+                                          on_progress))
     result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
     result.nodes = [_node_result(Path(rundir), v, settled.get(v)) for v in range(topology.n)]
     _write_summary(result, options)
     return result
 
 
-async def _run(topology: Topology, private_data: list, rundir: Path, samplers: list[NodeSamplers],
-               timeout_s: float, on_progress: ProgressCallback | None) -> tuple[dict[int, object], bool]:
+async def _run(topology: Topology, network: NetworkParams, private_data: list, rundir: Path,
+               samplers: list[NodeSamplers], timeout_s: float, on_progress: ProgressCallback | None
+               ) -> tuple[dict[int, object], bool]:
     started = dict.fromkeys(range(topology.n), 0)
 
     async def step_started(node: int, step: int) -> None:
@@ -98,7 +115,7 @@ async def _run(topology: Topology, private_data: list, rundir: Path, samplers: l
     try:
         settled = await asyncio.wait_for(
             run_inprocess(topology, private_data, rundir, samplers.__getitem__, on_step=step_started,
-                          return_exceptions=True),
+                          return_exceptions=True, network=network),
             timeout_s)
         return settled, False
     except TimeoutError:

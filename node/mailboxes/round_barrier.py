@@ -2,8 +2,10 @@
 
 There is no global clock. A node collecting round t accepts values for rounds t..t+window
 (a neighbour may be one round ahead), refuses older rounds (already closed) and anything
-further ahead. Closing a round and accepting a value share one lock, so a value is either
-logged as received *and* used, or refused: never logged and then ignored.
+further ahead. A value is either logged as received *and* used, or refused: never logged
+and then ignored. Accepting reserves the value's place under the lock, logs it outside the
+lock (so a round's values from several neighbours are logged together, one fsync), then
+stores it; a round does not close while a value of it is being logged.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class RoundBarrier:
         self._window = window
         self._open_round = 0
         self._values: dict[int, dict[int, np.ndarray]] = defaultdict(dict)
+        self._logging: dict[int, set[int]] = defaultdict(set)  # round -> senders whose value is being logged
         self._used: set[tuple[int, int]] = set()  # (sender, round) of every value a closed round used
         self._changed = asyncio.Condition()
 
@@ -76,7 +79,8 @@ class RoundBarrier:
     async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
         """Log and store a neighbour's value, or raise Refusal without touching any state."""
         async with self._changed:
-            if sender in self._values.get(round_index, {}) or (sender, round_index) in self._used:
+            if (sender in self._values.get(round_index, {}) or sender in self._logging.get(round_index, ())
+                    or (sender, round_index) in self._used):
                 raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}")
             if round_index < self._open_round:
                 # Only a sender that was dropped hears this: it tells it not to wait for this node.
@@ -86,9 +90,17 @@ class RoundBarrier:
                 raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
             if sender not in self._neighbours_of_round(round_index):
                 raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}")
+            self._logging[round_index].add(sender)
+        logged = False
+        try:
             await self._journal.received(sender, Message(GOSSIP, MessageId(round=round_index), value))
-            self._values[round_index][sender] = value
-            self._changed.notify_all()
+            logged = True
+        finally:
+            async with self._changed:
+                self._logging[round_index].discard(sender)
+                if logged:
+                    self._values[round_index][sender] = value
+                self._changed.notify_all()
 
     async def wake(self) -> None:
         """Re-evaluate waiting collectors (e.g. a neighbour's liveness just became known)."""
@@ -144,6 +156,10 @@ class RoundBarrier:
                 awaited = {peer for peer in neighbours if peer not in self._values[round_index]
                            and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
                 elapsed = loop.time() - started
+                logging = self._logging.get(round_index)
+                if logging:  # a value of this round is on its way to disk: it is in the round
+                    await self._changed.wait()
+                    continue
                 if not awaited or elapsed >= patience_s:
                     break
                 if elapsed >= deadline_s and not awaited & fates.alive:
@@ -157,6 +173,7 @@ class RoundBarrier:
                 except TimeoutError:
                     pass
             values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
+            self._logging.pop(round_index, None)
             self._used.update((sender, round_index) for sender in values)
             self._open_round = round_index + 1
             waited = loop.time() - started

@@ -17,7 +17,7 @@ from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import GaussianSampler, NodeSamplers
 from node.receiver import Receiver
 from node.refusal import Refusal
-from node.topology import Topology
+from node.topology import NetworkParams, Topology
 from node.transport.base import LinkError
 
 
@@ -67,12 +67,14 @@ async def run_inprocess(
     absent: Collection[int] = (),
     on_step: NodeStepHook | None = None,
     return_exceptions: bool = False,
+    network: NetworkParams | None = None,
 ) -> dict[int, NodeOutcome]:
     """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>.
 
     `sampler_for(v)` gives node v's Gaussian sampler, or all its samplers (`make_samplers`) as a
     networked node has them. With `return_exceptions`, a node whose run raises does not stop the
     others: its entry in the result is the exception (as a node process would exit on its own).
+    `network`: the deadlines every node keeps, if not the published ones.
     """
     running = [v for v in range(topology.n) if v not in absent]
     hosts: dict[int, NodeHost] = {}
@@ -88,7 +90,7 @@ async def run_inprocess(
         gaussian, randomized_response = ((samplers.gaussian, samplers.randomized_response)
                                          if isinstance(samplers, NodeSamplers) else (samplers, None))
         hosts[v] = NodeHost(topology, v, values[v], gaussian, Path(log_root) / f"node-{v}", link_factory(v),
-                            on_step=step_hook(v), randomized_response=randomized_response)
+                            on_step=step_hook(v), randomized_response=randomized_response, network=network)
     try:
         outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:

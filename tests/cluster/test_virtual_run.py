@@ -18,7 +18,7 @@ from netdp.v1 import viewlog_pb2
 
 from coordinator_tools.cli import main
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
-from coordinator_tools.cluster.virtual import run_virtual
+from coordinator_tools.cluster.virtual import run_virtual, virtual_network
 from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
@@ -148,3 +148,19 @@ def test_a_virtual_run_of_600_nodes_fits_in_256_open_files(tmp_path):
                           timeout=28, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(list(rundir.glob("node-*/estimate.json"))) == n
+
+
+def test_virtual_nodes_keep_the_published_deadlines_stretched_by_their_share_of_the_loop():
+    """n nodes take turns on one loop: a neighbour's value is late by the others' work, not by the network."""
+    def topology(n: int):
+        return build_topology(generate("ring", n=n), graph_name="ring", run_id=f"stretch-{n}",
+                              protocol=MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=2, dimension=1),
+                              addresses=[f"127.0.0.1:{20000 + v}" for v in range(n)])
+
+    small, large = topology(16), topology(1024)
+    assert virtual_network(small) == small.network
+    stretched = virtual_network(large)
+    assert stretched.round_deadline_s == pytest.approx(16 * large.network.round_deadline_s)
+    assert stretched.startup_deadline_s == pytest.approx(16 * large.network.startup_deadline_s)
+    assert (stretched.send_attempts, stretched.max_message_bytes) == (large.network.send_attempts,
+                                                                      large.network.max_message_bytes)

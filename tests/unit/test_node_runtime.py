@@ -113,6 +113,38 @@ async def test_a_neighbour_that_acknowledged_is_waited_for_past_the_deadline(tmp
     assert not read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
 
 
+class SlowJournal(Journal):
+    """A journal whose received records reach the disk only when the test lets them."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+        self.release = asyncio.Event()
+
+    async def received(self, peer, message) -> None:
+        await self.release.wait()
+        await super().received(peer, message)
+
+
+async def test_a_round_does_not_close_while_one_of_its_values_is_being_logged(tmp_path):
+    """Logged as received means used: the deadline passes during the write, the value still counts."""
+    journal = SlowJournal(tmp_path)
+    inbox = RoundBarrier(lambda round_index: (1, 2), journal)
+    delivering = asyncio.create_task(inbox.deliver(1, 0, np.ones(2)))
+    await asyncio.sleep(0.05)  # the value's place is reserved, its record is on its way
+    with pytest.raises(Refusal) as duplicate:
+        await inbox.deliver(1, 0, np.ones(2))
+    assert duplicate.value.code == "ALREADY_EXISTS"
+    collecting = asyncio.create_task(inbox.collect(0, 0.01, patience_s=0.02, fates=NeighbourFates()))
+    await asyncio.sleep(0.2)  # far past the deadline and the patience
+    assert not collecting.done()
+    journal.release.set()
+    await delivering
+    assert set(await asyncio.wait_for(collecting, timeout=10.0)) == {1}
+    journal.close()
+    kinds = [r.WhichOneof("kind") for r in read_log(tmp_path / VIEW_LOG_NAME).records]
+    assert kinds == ["header", "received", "drop_out"]  # 2 dropped, 1 received and used
+
+
 def test_mix_moves_a_dropped_neighbours_weight_to_the_self_loop():
     row = {0: 0.5, 1: 0.25, 2: 0.25}
     own, from_one = np.array([4.0]), np.array([8.0])
