@@ -43,7 +43,7 @@ REPLY = Delivery(False, 0, REPLY_FAILURE)  # what a reply's sent record says of 
 
 def sent_record(peer: int, message: Message, delivery: Delivery) -> viewlog_pb2.Record:
     """A message this node sent, with the full-precision payload and its fate."""
-    record = viewlog_pb2.MessageSent(peer=peer, kind=_logged_kind(message.kind), payload=to_tensor(message.payload),
+    record = viewlog_pb2.MessageSent(peer=peer, kind=_logged_kind(message.kind), payload=message.payload_tensor(),
                                      delivered=delivery.delivered, attempts=delivery.attempts,
                                      failure=delivery.failure)
     message.id.fill(record)
@@ -52,7 +52,7 @@ def sent_record(peer: int, message: Message, delivery: Delivery) -> viewlog_pb2.
 
 def received_record(peer: int | None, message: Message) -> viewlog_pb2.Record:
     """A message this node received; `peer` None for a sender-anonymous view."""
-    record = viewlog_pb2.MessageReceived(kind=_logged_kind(message.kind), payload=to_tensor(message.payload))
+    record = viewlog_pb2.MessageReceived(kind=_logged_kind(message.kind), payload=message.payload_tensor())
     if peer is not None:
         record.peer = peer
     message.id.fill(record)

@@ -9,11 +9,12 @@ Which fields a kind uses is its `IdScheme`: a field outside the scheme must stay
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Literal, Protocol
 
 import numpy as np
 
-from netdp.v1 import peer_pb2
+from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
 
 GOSSIP = "gossip"  # the kind of a version-1 envelope, whose `kind` is empty
@@ -82,14 +83,28 @@ class Message:
     id: MessageId
     payload: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    @cached_property
     def packed(self) -> tuple[bytes, tuple[int, ...]]:
+        """The payload's wire bytes and shape, packed once however many peers and log records carry it."""
         return pack(self.payload)
+
+    @classmethod
+    def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> "Message":
+        """A message whose payload was unpacked from `data`: those bytes are its packed form already."""
+        message = cls(kind, message_id, payload)
+        message.__dict__["packed"] = (data, tuple(int(d) for d in payload.shape))  # the cached_property's slot
+        return message
+
+    def payload_tensor(self) -> viewlog_pb2.Tensor:
+        """The payload as a log record's tensor, from the packed bytes."""
+        data, shape = self.packed
+        return viewlog_pb2.Tensor(shape=shape, data=data)
 
 
 def to_wire(message: Message, *, run_id: str, protocol: str, sender: int, receiver: int
             ) -> tuple[peer_pb2.Envelope, bytes]:
     """The envelope and packed payload of a message from `sender` to `receiver`."""
-    data, shape = message.packed()
+    data, shape = message.packed
     envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, receiver=receiver,
                                  kind="" if message.kind == GOSSIP else message.kind, shape=shape)
     message.id.fill(envelope)

@@ -97,7 +97,7 @@ class Receiver:
     async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> Reply:
         message: Message | None = None
         try:
-            message = Message(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data))
+            message = Message.decoded(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data), data)
             rule = self._rules[message.kind]
             reply = await rule.handler(None if rule.anonymous else sender, message)
         except Refusal as refusal:

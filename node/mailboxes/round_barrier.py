@@ -74,10 +74,14 @@ class RoundBarrier:
 
     async def handle(self, sender: int, message: Message) -> None:
         """The mailbox's handler: log and store a neighbour's round value, or raise Refusal untouched."""
-        await self.deliver(sender, message.id.round, message.payload)
+        await self._take(sender, message)
 
     async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
         """Log and store a neighbour's value, or raise Refusal without touching any state."""
+        await self._take(sender, Message(GOSSIP, MessageId(round=round_index), value))
+
+    async def _take(self, sender: int, message: Message) -> None:
+        round_index, value = message.id.round, message.payload
         async with self._changed:
             if (sender in self._values.get(round_index, {}) or sender in self._logging.get(round_index, ())
                     or (sender, round_index) in self._used):
@@ -93,7 +97,7 @@ class RoundBarrier:
             self._logging[round_index].add(sender)
         logged = False
         try:
-            await self._journal.received(sender, Message(GOSSIP, MessageId(round=round_index), value))
+            await self._journal.received(sender, message)
             logged = True
         finally:
             async with self._changed:

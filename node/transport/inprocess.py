@@ -45,7 +45,8 @@ class InProcessLink:
         if self._receiver is None:  # an absent peer never comes up, so waiting for it is pointless
             raise LinkError("UNAVAILABLE", "peer is not running")
         try:
-            return await asyncio.wait_for(self._receiver.accept(envelope, data, self._sender), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task of its own per message, unlike wait_for
+                return await self._receiver.accept(envelope, data, self._sender)
         except Refusal as refusal:
             raise LinkError(refusal.code, refusal.detail) from None
         except TimeoutError:
