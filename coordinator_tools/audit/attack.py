@@ -24,6 +24,7 @@ from scipy.stats import beta
 
 from coordinator_tools.audit.core import RANGE_RTOL, LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.progress import tracked
 from coordinator_tools.audit.views import ObserverView, observer_view
 
 Pair = tuple[int, int]  # (source u, observer v)
@@ -66,7 +67,7 @@ def attack_pairs(
     for u, v in pairs:
         by_observer[v].append(u)
     results: dict[Pair, AttackResult] = {}
-    for v, sources in by_observer.items():
+    for v, sources in tracked(by_observer.items(), "attack: observers", len(by_observer)):
         view = observer_view(model, v, threat_model)
         outsiders = set(sources) - set(view.sources())
         if outsiders:
@@ -78,8 +79,7 @@ def attack_pairs(
             columns = [column[u] for u in chunk]
             null, alternative = _replay(noise_map, reconstruct[columns], signal[:, columns], sigma, sensitivity,
                                         runs, rng)
-            for u, h0, h1 in zip(chunk, null, alternative):
-                results[(u, v)] = _distinguish(h0, h1, delta)
+            results.update(((u, v), result) for u, result in zip(chunk, _distinguish(null, alternative, delta)))
     return results
 
 
@@ -153,34 +153,40 @@ def _replay(
     return null, alternative
 
 
-def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> AttackResult:
-    """Pick threshold and direction on the first half, bound ε on the held-out second half."""
-    half = null.size // 2
-    candidates = np.quantile(np.concatenate([null[:half], alternative[:half]]), np.linspace(0, 1, CANDIDATE_THRESHOLDS))
-    best: tuple[float, float, bool] = (-np.inf, 0.0, False)
+def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> list[AttackResult]:
+    """Per row (one source): pick threshold and direction on the first half of its replays, bound ε on the second.
+
+    Every row is handled at once: per-row quantiles, sorts and counts, no loop over sources or replays.
+    """
+    sources, runs = null.shape
+    half = runs // 2
+    candidates = np.quantile(np.concatenate([null[:, :half], alternative[:, :half]], axis=1),
+                             np.linspace(0, 1, CANDIDATE_THRESHOLDS), axis=1).T
+    picks = []
     for mirrored in (False, True):
-        positive, negative, thresholds = _oriented(null[:half], alternative[:half], candidates, mirrored)
+        positive, negative, thresholds = _oriented(null[:, :half], alternative[:, :half], candidates, mirrored)
         bound, _, _ = _bound(positive, negative, thresholds, delta)
-        pick = int(np.argmax(bound))
-        if bound[pick] > best[0]:
-            best = (float(bound[pick]), float(candidates[pick]), mirrored)
-    _, threshold, mirrored = best
-    positive, negative, oriented = _oriented(null[half:], alternative[half:], np.array([threshold]), mirrored)
-    bound, tpr_lower, fpr_upper = _bound(positive, negative, oriented, delta)
-    return AttackResult(
-        eps_lower=max(0.0, float(bound[0])),
-        tpr_lower=float(tpr_lower[0]),
-        fpr_upper=float(fpr_upper[0]),
-        threshold=threshold,
-        mirrored=mirrored,
-        runs=null.size,
-    )
+        pick = np.argmax(bound, axis=1)
+        picks.append((bound[np.arange(sources), pick], candidates[np.arange(sources), pick]))
+    (forward, forward_at), (backward, backward_at) = picks
+    mirrored = backward > forward  # ties, and no usable threshold at all, stay forward
+    threshold = np.where(mirrored, backward_at, np.where(forward > -np.inf, forward_at, 0.0))
+    sign = np.where(mirrored, -1.0, 1.0)[:, None]
+    positive = np.where(mirrored[:, None], -null[:, half:], alternative[:, half:])
+    negative = np.where(mirrored[:, None], -alternative[:, half:], null[:, half:])
+    bound, tpr_lower, fpr_upper = _bound(positive, negative, sign * threshold[:, None], delta)
+    return [
+        AttackResult(eps_lower=max(0.0, float(bound[i, 0])), tpr_lower=float(tpr_lower[i, 0]),
+                     fpr_upper=float(fpr_upper[i, 0]), threshold=float(threshold[i]), mirrored=bool(mirrored[i]),
+                     runs=runs)
+        for i in range(sources)
+    ]
 
 
 def _oriented(
     null: np.ndarray, alternative: np.ndarray, thresholds: np.ndarray, mirrored: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(positives, negatives, thresholds) of the test "score > threshold says positive".
+    """(positives, negatives, thresholds) of the test "score > threshold says positive", rows = sources.
 
     Forward: H1 is positive. Mirrored: H0 is positive when its score is low (scores negated).
     """
@@ -189,14 +195,26 @@ def _oriented(
     return alternative, null, thresholds
 
 
+def _exceeding(samples: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """[i, k] = how many of row i's samples exceed thresholds[i, k] (any order), by one merged sort per row."""
+    count = samples.shape[1]
+    order = np.argsort(thresholds, axis=1, kind="stable")
+    ascending = np.take_along_axis(thresholds, order, axis=1)
+    merged = np.argsort(np.concatenate([samples, ascending], axis=1), axis=1, kind="stable")
+    is_threshold = merged >= count  # samples come first on ties: a threshold sits after every equal sample
+    position = np.nonzero(is_threshold)[1].reshape(thresholds.shape)
+    at_most = position - np.arange(thresholds.shape[1])  # samples before it in the merged order
+    exceeding = np.empty_like(at_most)
+    np.put_along_axis(exceeding, order, count - at_most, axis=1)
+    return exceeding
+
+
 def _bound(
     positive: np.ndarray, negative: np.ndarray, thresholds: np.ndarray, delta: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ln((TPR_lower − δ)/FPR_upper) per threshold (−∞ where TPR_lower ≤ δ), with the bounds."""
-    true_pos = positive.size - np.searchsorted(np.sort(positive), thresholds, side="right")
-    false_pos = negative.size - np.searchsorted(np.sort(negative), thresholds, side="right")
-    tpr_lower, _ = clopper_pearson(true_pos, positive.size)
-    _, fpr_upper = clopper_pearson(false_pos, negative.size)
+    """ln((TPR_lower − δ)/FPR_upper) per row and threshold (−∞ where TPR_lower ≤ δ), with the bounds."""
+    tpr_lower, _ = clopper_pearson(_exceeding(positive, thresholds), positive.shape[1])
+    _, fpr_upper = clopper_pearson(_exceeding(negative, thresholds), negative.shape[1])
     margin = tpr_lower - delta
     bound = np.full(thresholds.shape, -np.inf)
     np.log(margin / fpr_upper, out=bound, where=margin > 0)

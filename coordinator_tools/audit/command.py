@@ -24,6 +24,7 @@ from coordinator_tools.audit.conversion import Conversion
 from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.replay import Replay, replay_run
 from coordinator_tools.audit.report import REPORT_FILE, build_report, format_number, worst_observers, write_report
 from node.errors import ConfigError
@@ -51,8 +52,11 @@ class AuditOptions:
     data: Path | None = None  # learning runs: the data folder, for the utility block (test mode)
 
 
-def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions()) -> dict[str, object]:
-    """Audit RUNDIR into out_dir (report.json, pairs.csv, figures, index.html); return the report.
+def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(), *,
+              csv: bool = False) -> dict[str, object]:
+    """Audit RUNDIR into out_dir (report.json, pairs.parquet, figures, index.html); return the report document.
+
+    `csv` asks for the pairs' CSV export too (written anyway for small runs, see `wants_csv`).
 
     Raises ConfigError when RUNDIR has no topology or names a protocol nobody audits, and
     LogFormatError when it has no usable log.
@@ -78,10 +82,10 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     }
     if options.data is not None:
         extra["utility"] = auditor.utility(replay, options.data)
-    report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra)
+    report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra, csv=csv)
     write_report(report, out_dir)
-    write_html(report, out_dir, write_figures(report, out_dir))
-    return report
+    write_html(report.document, out_dir, write_figures(report.document, out_dir, out_dir))
+    return report.document
 
 
 def _accounting(replay: Replay, options: AuditOptions) -> dict[str, object]:
@@ -121,12 +125,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="measure what every node of a finished run leaked to every other",
         description="Replay the view logs of RUNDIR, check them, account the privacy loss of every ordered pair "
         "(paper bound, exact loss of the whole view, attack lower bound), check the invariants, and write "
-        "report.json, pairs.csv, figures and index.html into --out.",
+        f"report.json, pairs.parquet (one row per ordered pair), figures and index.html into --out; pairs.csv "
+        f"too with --csv or when n <= {CSV_AUTO_MAX_N}.",
         epilog="Exit status: 0 when every check passes, 1 when one fails, 2 on an unusable RUNDIR.",
     )
     parser.add_argument("rundir", metavar="RUNDIR", type=Path, help="run directory written by 'netdp run'")
     parser.add_argument("--out", type=Path, required=True, help="folder for the report (created if missing)")
     parser.add_argument("--force", action="store_true", help="overwrite a report already in --out")
+    parser.add_argument("--csv", action="store_true",
+                        help=f"also export the pairs as pairs.csv (written anyway when n <= {CSV_AUTO_MAX_N})")
     parser.add_argument("--alpha", type=float, help="Renyi order of the report (default: the topology's)")
     parser.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                         help=f"delta of the (eps, delta) columns (default {DEFAULT_DELTA:g})")
@@ -207,6 +214,6 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")
     console = Console()
     with console.status(f"auditing {args.rundir}"):
-        report = audit_run(args.rundir, args.out, options)
+        report = audit_run(args.rundir, args.out, options, csv=args.csv)
     print_summary(report, Path(args.out) / PAGE_FILE, console)
     return 0 if all(check["ok"] for check in report["checks"]) else 1

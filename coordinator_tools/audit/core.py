@@ -15,8 +15,10 @@ the same for every coordinate.
 
 When every node draws its noise once and every message carries x + η (A = B, S = I, the
 Muffliato protocols), p is the squared norm of e_u projected on the row space of the view;
-`exact` computes that case exactly (rational arithmetic) or as a float interval, and every
-other model through `gaussian_geometry` here.
+`exact` computes that case exactly (rational arithmetic) or as a certified float interval,
+and every other model through `gaussian_geometry` here. For that interval a model may offer
+a well-conditioned basis of a view's row space (`SpanBasis`: the raw rows converge to 11ᵀ/n
+and hide real directions below rounding) and its exact rows modulo a prime (`modular`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from flint import fmpq_mat
 
+from coordinator_tools.audit.modular import Sketch
+
 EPS = float(np.finfo(float).eps)
 # Singular values above FINE_RTOL · σ_max count for the upper end of an interval.
 FINE_RTOL = 4 * EPS
@@ -35,12 +39,30 @@ RANGE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
+class SpanBasis:
+    """An orthonormal basis (n × f columns, on all n inputs) of a view's row space, computed stably.
+
+    ``error`` bounds the sine of the largest angle between span(basis) and an f-dimensional
+    subspace of the exact row space. ``complete`` says f equals the number of rows, so the
+    dimension is certified; otherwise directions were dropped as rounding and a modular rank
+    must confirm that they were exactly zero.
+    """
+
+    basis: np.ndarray
+    error: float
+    complete: bool
+
+
+@dataclass(frozen=True)
 class LinearGaussianModel:
     """y = A x + B η for every message some observer received, and who received which.
 
     ``noise`` None means one draw per node, at the run's σ, with the same rows as the inputs
     (B = A): stored once. ``exact_rows`` optionally gives A in rational arithmetic (for that
-    case only), so small runs are accounted without rounding.
+    case only), so small runs are accounted without rounding. For that case too, ``sketch``
+    gives the exact rows times an integer matrix modulo a prime (ranks that certify the float
+    ones), and ``span_basis`` a stable basis of the span of some message rows, or None where
+    the model has none for them.
     """
 
     n: int
@@ -50,6 +72,8 @@ class LinearGaussianModel:
     noise_owner: tuple[int, ...] | None = None  # the node that drew each noise column
     noise_scale: np.ndarray | None = None  # σ_k / σ of each noise column
     exact_rows: Callable[[], fmpq_mat] | None = field(default=None, compare=False, repr=False)
+    sketch: Sketch | None = field(default=None, compare=False, repr=False)
+    span_basis: Callable[[tuple[int, ...]], SpanBasis | None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         rows, width = self.inputs.shape

@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the report document alone (so a saved report.json redraws them).
+"""The report's figures, drawn from the report document and its pairs file (so a saved report redraws them).
 
 * loss vs hop distance: mean with min-max bars per distance, paper vs exact (vs empirical)
   against the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a);
@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 from coordinator_tools.audit.learning_figures import LEARNING_FIGURES, learning_drawers  # noqa: E402
-from coordinator_tools.audit.report import flat_pair  # noqa: E402
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs  # noqa: E402
 
 FIGURES = {
     "loss_vs_hops": "loss_vs_hops.png",
@@ -38,16 +38,23 @@ EPS_SERIES = (
     ("empirical_eps_lower", "empirical (attack, lower bound)", "tab:green"),
 )
 OFFSET = 0.08
+# The pairs file's columns the figures read (those a report's file has).
+PAIR_FIGURE_COLUMNS = ("source", "observer", "hop_distance", "paper_rdp", "paper_eps", "exact_rdp_upper",
+                       "exact_eps_upper", "empirical_eps_lower", "ex_ante_rdp", "communicability")
 
 
-def write_figures(report: Mapping[str, object], out_dir: Path) -> dict[str, Path]:
-    """Draw every figure the report has data for into out_dir; return {figure name: path}."""
+def write_figures(report: Mapping[str, object], out_dir: Path, report_dir: Path) -> dict[str, Path]:
+    """Draw every figure the report has data for into out_dir; return {figure name: path}.
+
+    `report_dir` is where the report was written (its pairs file is read from there).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    columns = _pair_columns(report)
+    wanted = [name for name in PAIR_FIGURE_COLUMNS if name in report["pairs"]["columns"]]
+    columns = read_pairs(Path(report_dir) / report["pairs"]["file"], wanted)
     drawers = {name: partial(draw, report, columns) for name, draw in
                (("loss_vs_hops", _loss_vs_hops), ("pair_heatmap", _pair_heatmap), ("node_means", _node_means))}
-    drawers.update(learning_drawers(report))
+    drawers.update(learning_drawers(report, columns))
     paths = {}
     for name, draw in drawers.items():
         figure = draw()
@@ -57,14 +64,8 @@ def write_figures(report: Mapping[str, object], out_dir: Path) -> dict[str, Path
     return paths
 
 
-def _pair_columns(report: Mapping[str, object]) -> dict[str, np.ndarray]:
-    """Every CSV column of the pairs as a float array (null -> NaN, 'inf' -> inf, '' -> NaN)."""
-    rows = [flat_pair(pair) for pair in report["pairs"]]
-    return {column: np.array([_float(row[column]) for row in rows]) for column in rows[0]}
-
-
 def _float(value: object) -> float:
-    return float("nan") if value in ("", None) else float(value)
+    return float("nan") if value is None else float(value)
 
 
 def _baselines(report: Mapping[str, object], unit: str) -> dict[str, float]:
@@ -129,8 +130,7 @@ def _log_scale(axis: plt.Axes, *values: object) -> None:
 
 def _pair_heatmap(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
     n = int(report["run"]["n"])
-    matrix = np.full((n, n), np.nan)
-    matrix[columns["source"].astype(int), columns["observer"].astype(int)] = columns["exact_rdp_upper"]
+    matrix = pair_matrix(columns, "exact_rdp_upper", n)
     positive = matrix[np.isfinite(matrix) & (matrix > 0)]
     figure, axis = plt.subplots(figsize=(6.5, 5.5))
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None

@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 
 from coordinator_tools.audit.learning_figures import side_label
-from coordinator_tools.audit.report import PAIRS_FILE, REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.report import REPORT_FILE, format_number, worst_observers
 
 PAGE_FILE = "index.html"
 SHOWN_OBSERVERS = 20
@@ -36,6 +36,8 @@ FIGURE_CAPTIONS = {
     "communicability": "A random walk's pairwise loss (Thm 3 where the order is valid, else ex ante over "
                        "simulated walks) beside the graph's communicability expm(A), log scales (like ICML 2024 "
                        "Fig. 3).",
+    "budget_accuracy": "Personalized learning: mean test accuracy of private CD against every agent's budget, "
+                       "beside purely local models and non-private CD (like AISTATS 2018 Fig. 2).",
 }
 
 
@@ -53,13 +55,13 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         "<h2>Summary</h2>",
         _summary_table(report),
         _learning_section(report),
+        _personalized_section(report),
         "<h2>Figures</h2>",
         *(_figure(name, path, out_dir) for name, path in figures.items()),
         "<h2>Threat model</h2>",
         _key_value_table(report["threat_model"]),
         "<h2>Data</h2>",
-        f'<p><a href="{PAIRS_FILE}">{PAIRS_FILE}</a> (one row per ordered pair) and '
-        f'<a href="{REPORT_FILE}">{REPORT_FILE}</a> (everything, schema in SCHEMA.md).</p>',
+        _data_links(report["pairs"]),
     ]
     page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>netdp audit "
             f"{escape(str(run['run_id']))}</title><style>{STYLE}</style></head><body>\n"
@@ -67,6 +69,15 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
     path = out_dir / PAGE_FILE
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def _data_links(pointer: Mapping[str, object]) -> str:
+    """Links to the pairs file (and its CSV export, when written) and the report document."""
+    links = [f'<a href="{escape(str(pointer["file"]))}">{escape(str(pointer["file"]))}</a> (Parquet)']
+    if pointer["csv"] is not None:
+        links.append(f'<a href="{escape(str(pointer["csv"]))}">{escape(str(pointer["csv"]))}</a> (CSV)')
+    return (f"<p>{' and '.join(links)}: one row per ordered pair ({pointer['rows']} rows); "
+            f'<a href="{REPORT_FILE}">{REPORT_FILE}</a>: summaries, checks and the run (schema in SCHEMA.md).</p>')
 
 
 def _sampler_banner(report: Mapping[str, object]) -> str:
@@ -103,6 +114,10 @@ def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
         return {"simulated schedules (ex ante)": run["schedules"], "mean exchanges": f"{run['mean_exchanges']:g}"}
     if "walks" in run:
         return {"simulated walks (ex ante)": run["walks"], "contributions": run["contributions_planned"]}
+    if "updates" in run:
+        made = run["updates"]
+        return {"updates per agent, made (planned)": f"{min(made)}-{max(made)} ({run['updates_planned']})",
+                "private": "yes" if run["private"] else "no: non-private CD"}
     if "contributions" in run:
         return {"contributions made / planned (noisy)":
                 f"{run['contributions']} / {run['contributions_planned']} ({run['noisy_contributions']})",
@@ -157,7 +172,7 @@ def _summary_table(report: Mapping[str, object]) -> str:
         _table(("observer v", "exact", "exact (upper end)", "paper (closed form)", "local DP"), rows),
         f"<p>Baselines at the same noise: local DP {_number(report['baselines']['ldp']['rdp'])}, "
         f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
-        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {len(report['pairs'])} pairs "
+        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {report['pairs']['rows']} pairs "
         "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
     ])
 
@@ -166,7 +181,7 @@ def _learning_section(report: Mapping[str, object]) -> str:
     """A learning run's final utility against its baselines, and the spread of losses per schedule."""
     parts = []
     utility = report.get("utility")
-    if utility:
+    if utility and "steps" in utility:  # a curve over steps; personalized learning's utility is its own section
         rows = [(escape(name), _number(utility[name][-1])) for name in ("netdp", "central", "local")]
         parts += [f"<p>Test {escape(utility['metric'])} after step {utility['steps'][-1]} "
                   f"({utility['test_examples']} test examples; {escape(utility['baselines'])}); "
@@ -181,6 +196,30 @@ def _learning_section(report: Mapping[str, object]) -> str:
                   "(realized) against the other schedule, planned.</p>",
                   _table(("schedule", "mean", "std", "min", "max"), rows)]
     return "\n".join(["<h2>Learning</h2>", *parts]) if parts else ""
+
+
+def _personalized_section(report: Mapping[str, object]) -> str:
+    """Personalized learning: every agent's budget against what its log shows it spent, and the models' accuracy."""
+    facts = report.get("personalized")
+    if not facts:
+        return ""
+    parts = ["<h2>Personalized learning</h2>",
+             "<p>All any node sees of an agent is a post-processing of that agent's broadcasts, so every pair's "
+             "loss is its source's composed loss, the same for every observer.</p>"]
+    utility = report.get("utility") or {}
+    if "budget_curve" in utility:
+        rows = [(label, _number(utility[key])) for key, label in (
+            ("local", "purely local models"), ("private", "private CD (this run)"),
+            ("non_private", "non-private CD (simulated, same updates)"))]
+        parts.append(_table(("models", f"mean test {escape(utility['metric'])}"), rows))
+    rows = [(str(agent["node"]), str(agent["updates"]), _number(agent["budget"]["epsilon"]),
+             _number(agent["budget"]["delta"]), _number(agent["theorem1"]), _number(agent["pld"]),
+             "yes" if agent["within_budget"] else '<span class="fail">NO</span>')
+            for agent in facts["agents"] if "budget" in agent]
+    if rows:
+        parts.append(_table(("agent", "updates", "budget eps", "budget delta", "spent (Thm 1)", "spent (PLD)",
+                             "within budget"), rows))
+    return "\n".join(parts)
 
 
 def _figure(name: str, path: Path, out_dir: Path) -> str:

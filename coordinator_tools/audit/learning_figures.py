@@ -1,11 +1,14 @@
-"""The figures of a learning run, drawn from the report document alone (next to the pair figures).
+"""The figures of a learning run, drawn from the report document and its pairs (next to the pair figures).
 
 * utility: the test metric over steps for netdp, a trusted aggregator with the same noise
   (central) and local DP (like Muffliato Fig. 1c), from the `utility` block;
 * schedule_spread: the pairwise ε of the run's schedule (realized) against the other schedule
   (planned), as sorted curves and boxes (like Muffliato Fig. 1b), from `learning.schedule_comparison`;
 * communicability: a random walk's pairwise losses beside the graph's communicability expm(A),
-  both on a log scale (like ICML 2024 Fig. 3), from `rw_sgd.communicability` and the pairs.
+  both on a log scale (like ICML 2024 Fig. 3), from the pairs file's `communicability` and loss columns;
+* budget_accuracy: personalized learning's mean test accuracy against the privacy budget, private
+  CD beside purely local models and non-private CD (like AISTATS 2018 Fig. 2), from
+  `utility.budget_curve`.
 
 A report without those blocks (an averaging run, or an audit without `--data`) has none of them.
 Figures are built without pyplot, so this module needs no backend of its own.
@@ -19,8 +22,10 @@ from functools import partial
 import numpy as np
 from matplotlib.figure import Figure
 
+from coordinator_tools.audit.pairs_file import pair_matrix
+
 LEARNING_FIGURES = {"utility": "utility.png", "schedule_spread": "schedule_spread.png",
-                    "communicability": "loss_vs_communicability.png"}
+                    "communicability": "loss_vs_communicability.png", "budget_accuracy": "accuracy_vs_budget.png"}
 # Curves of the utility figure: (key in the utility block, label, style).
 UTILITY_SERIES = (
     ("netdp", "netdp (mean over nodes)", {"color": "tab:blue", "linewidth": 2}),
@@ -31,15 +36,19 @@ SIDE_STYLES = {"realized": {"color": "tab:blue"}, "planned": {"color": "tab:oran
 METRIC_LABELS = {"accuracy": "test accuracy", "mse": "test mean squared error"}
 
 
-def learning_drawers(report: Mapping[str, object]) -> dict[str, Callable[[], Figure]]:
-    """{figure name: drawer} for the learning figures this report has the data for."""
+def learning_drawers(report: Mapping[str, object], pairs: Mapping[str, np.ndarray]
+                     ) -> dict[str, Callable[[], Figure]]:
+    """{figure name: drawer} for the learning figures this report and its `pairs` (`read_pairs`) have data for."""
     drawers: dict[str, Callable[[], Figure]] = {}
-    if report.get("utility"):
+    utility = report.get("utility") or {}
+    if "steps" in utility:
         drawers["utility"] = partial(_utility, report)
+    if "budget_curve" in utility:
+        drawers["budget_accuracy"] = partial(_budget_accuracy, report)
     if (report.get("learning") or {}).get("schedule_comparison"):
         drawers["schedule_spread"] = partial(_schedule_spread, report)
-    if (report.get("rw_sgd") or {}).get("communicability"):
-        drawers["communicability"] = partial(_communicability, report)
+    if "communicability" in pairs and report.get("rw_sgd"):
+        drawers["communicability"] = partial(_communicability, report, pairs)
     return drawers
 
 
@@ -63,6 +72,28 @@ def _utility(report: Mapping[str, object]) -> Figure:
     axis.set_xlabel("gradient step")
     axis.set_ylabel(METRIC_LABELS[utility["metric"]])
     axis.set_title(f"Utility at sigma = {report['sigma']:g} per step ({utility['test_examples']} test examples)")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=8)
+    return figure
+
+
+def _budget_accuracy(report: Mapping[str, object]) -> Figure:
+    """Private CD's mean test accuracy at every budget, the run's own point, and the two budget-free baselines."""
+    utility = report["utility"]
+    curve = utility["budget_curve"]
+    figure = Figure(figsize=(7.5, 4.5))
+    axis = figure.subplots()
+    axis.plot(curve["epsilon"], curve["private"], marker="o", color="tab:blue",
+              label=f"private CD, simulated (mean of {curve['repeats']} runs)")
+    if utility.get("private") is not None:
+        axis.plot([curve["run_epsilon"]], [utility["private"]], marker="*",
+                  markersize=14, linestyle="", color="tab:purple", label="this run")
+    axis.axhline(utility["non_private"], color="tab:green", linestyle=":", label="non-private CD")
+    axis.axhline(utility["local"], color="tab:red", linestyle="--", label="purely local models")
+    axis.set_xscale("log")
+    axis.set_xlabel(f"budget epsilon of every agent (delta = {curve['delta']:g}, {curve['updates']} updates each)")
+    axis.set_ylabel(METRIC_LABELS[utility["metric"]])
+    axis.set_title(f"Accuracy against the privacy budget ({utility['test_examples']} test examples)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
     return figure
@@ -98,15 +129,12 @@ def _box(side: Mapping[str, object], levels: np.ndarray) -> dict[str, object]:
             "fliers": []}
 
 
-def _communicability(report: Mapping[str, object]) -> Figure:
+def _communicability(report: Mapping[str, object], pairs: Mapping[str, np.ndarray]) -> Figure:
     """Thm 3's pairwise loss [u, v] (where its order is valid; else ex ante over simulated walks) beside expm(A)."""
-    communicability = np.asarray(report["rw_sgd"]["communicability"], dtype=float)
-    n = communicability.shape[0]
+    n = int(report["run"]["n"])
+    communicability = pair_matrix(pairs, "communicability", n)
     column = "paper" if report["rw_sgd"]["theorem3"]["order_valid"] else "ex_ante"
-    loss = np.full((n, n), np.nan)
-    for pair in report["pairs"]:
-        value = pair[column]["rdp"]
-        loss[pair["source"], pair["observer"]] = np.nan if value is None else float(value)
+    loss = pair_matrix(pairs, f"{column}_rdp", n)
     figure = Figure(figsize=(12, 5))
     panels = figure.subplots(1, 2)
     shown = ((loss, f"{column.replace('_', ' ')} loss u -> v (Renyi, alpha = {report['alpha']:g})"),

@@ -75,6 +75,9 @@ class PairwiseLosses:
     ldp_source_eps: np.ndarray | None = None
     # A protocol's own columns by report name (random-walk DP-SGD: realized_path, ex_ante); notes say what each is.
     columns: dict[str, PairColumn] = field(default_factory=dict)
+    # Per-pair numbers that are not losses, [u, v] by column name of the pairs file (rw-sgd: the graph's
+    # communicability expm(A), drawn beside its losses).
+    facts: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

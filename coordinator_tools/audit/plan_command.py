@@ -13,6 +13,7 @@ from pathlib import Path
 from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.command import DEFAULT_DELTA, NO_NOISE
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.plan import Plan, PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.report import build_report, write_report
@@ -29,10 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(with Muffliato's T_stop), randomized Muffliato ex ante over simulated schedules, ring-sum on its fixed "
         "path, walk-sum ex ante over simulated walks. With a target, find "
         "the smallest sigma that meets it. Options left out take the topology's values. Writes OUT (the audit "
-        "report's schema) and a per-pair CSV beside it.",
+        "report's schema) and beside it the pairs file, one row per ordered pair (plan-pairs.parquet for OUT "
+        f"plan.json); with --csv, or when n <= {CSV_AUTO_MAX_N}, also its CSV export (plan-pairs.csv).",
     )
     parser.add_argument("topology", metavar="TOPO", type=Path, help="published topology file")
     parser.add_argument("--out", type=Path, required=True, help="plan file to write, e.g. plan.json")
+    parser.add_argument("--csv", action="store_true",
+                        help=f"also export the pairs as CSV (written anyway when n <= {CSV_AUTO_MAX_N})")
     parser.add_argument("--rounds", type=_positive_int, help="muffliato: gossip rounds T")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--plain", dest="accelerated", action="store_false", default=None,
@@ -76,14 +80,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     result = auditor_named(topology.protocol.name).plan(topology, options)
     checks = loss_checks(result.losses)
-    report = build_report(result.losses, result.run, checks=checks, extra={"plan": result.details})
-    json_path, csv_path = write_report(report, args.out.parent, json_name=args.out.name,
-                                       csv_name=f"{args.out.stem}-pairs.csv")
+    report = build_report(result.losses, result.run, checks=checks, extra={"plan": result.details},
+                          pairs_stem=f"{args.out.stem}-pairs", csv=args.csv)
+    written = write_report(report, args.out.parent, json_name=args.out.name)
     print(_summary(result))
     for check in checks:
         if not check.ok:
             print(f"check failed: {check.name}: {check.detail}")
-    print(f"wrote {json_path} and {csv_path}")
+    print(f"wrote {', '.join(map(str, written))}")
     return 0 if all(check.ok for check in checks) else 1
 
 

@@ -1,17 +1,19 @@
-"""The audit report: one JSON document (schema in SCHEMA.md) and one CSV row per ordered pair.
+"""The audit report: one JSON document (schema in SCHEMA.md) pointing to a columnar file of the pairs.
 
 `build_report` needs only the accountants' result and the run (any protocol's realized or
 planned transcript), so the planner (a schedule from the topology, no logs) and the auditor
-(a replayed one) write the same document. Figures and the HTML page are drawn from the
-document alone.
+(a replayed one) write the same document. The n(n - 1) pairs go to the pairs file
+(`pairs_file`: Parquet, written from the accountants' arrays); the document keeps what a reader needs
+without it: per-observer means, distributions of every column, and the worst pairs. Figures and
+the HTML page are drawn from the document and the pairs file.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,26 +22,41 @@ from scipy.sparse.csgraph import shortest_path
 
 from coordinator_tools.audit.checks import Check, paper_undercounts
 from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.pairs_file import (
+    BOOLEAN_COLUMNS,
+    INTEGER_COLUMNS,
+    PAIR_COLUMNS,
+    PAIRS_FORMAT,
+    REPORT_FILE,
+    ROW_GROUP_ROWS,
+    PairTable,
+    wants_csv,
+    write_pairs,
+    write_pairs_csv,
+)
 from node.topology import Topology
 
 if TYPE_CHECKING:
     from coordinator_tools.audit.protocols.base import RealizedRun
 
-SCHEMA_VERSION = "netdp.audit.report/1"
-REPORT_FILE = "report.json"
-PAIRS_FILE = "pairs.csv"
-PAIR_COLUMNS = (
-    "source", "observer", "hop_distance",
-    "paper_rdp", "paper_eps",
-    "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper", "exact_reconstructable", "exact_ill_conditioned",
-    "empirical_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts", "paper_corrected_rdp", "paper_corrected_eps",
-    "realized_path_rdp", "realized_path_eps", "ex_ante_rdp", "ex_ante_eps",
-)  # fmt: skip
+SCHEMA_VERSION = "netdp.audit.report/2"
+PAIRS_STEM = "pairs"
+# Pairs the summary lists by name: the largest exact losses, the largest paper undercounts.
+SHOWN_PAIRS = 20
+QUANTILE_LEVELS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
     "not a deployment (no protection against floating-point attacks)"
 )
 JsonNumber = float | str | None
+
+
+@dataclass(frozen=True)
+class Report:
+    """The report document and the pairs its `pairs` pointer names, written together by `write_report`."""
+
+    document: dict[str, object]
+    pairs: PairTable
 
 
 def build_report(
@@ -49,12 +66,19 @@ def build_report(
     checks: Sequence[Check] = (),
     sampler_kinds: Mapping[int, str] | None = None,
     extra: Mapping[str, object] | None = None,
-) -> dict[str, object]:
-    """The report document; `sampler_kinds` is None for a plan (no node ran), `extra` adds top-level keys."""
+    pairs_stem: str = PAIRS_STEM,
+    csv: bool = False,
+) -> Report:
+    """The report; `sampler_kinds` is None for a plan (no node ran), `extra` adds top-level keys.
+
+    The pairs file is named `pairs_stem`.parquet; the CSV export `pairs_stem`.csv is written when
+    `csv` asks for it or the run is small (`wants_csv`).
+    """
     if losses.n != run.n:
         raise ValueError(f"losses are for {losses.n} nodes, the run for {run.n}")
     undercounts = paper_undercounts(losses)
-    report: dict[str, object] = {
+    table = pair_table(losses, hop_distances(run.topology), undercounts)
+    document: dict[str, object] = {
         "schema": SCHEMA_VERSION,
         "protocol": run.protocol,
         "run": run.run_section(),
@@ -63,45 +87,63 @@ def build_report(
         "sigma": losses.sigma,
         "sensitivity": losses.sensitivity,
         "threat_model": losses.threat_model.describe(),
-        "pairs": _pairs(losses, hop_distances(run.topology), set(undercounts)),
+        "pairs": {
+            "file": f"{pairs_stem}.{PAIRS_FORMAT}",
+            "format": PAIRS_FORMAT,
+            "rows": table.rows,
+            "row_group_rows": ROW_GROUP_ROWS,
+            "columns": table.names,
+            "csv": f"{pairs_stem}.csv" if wants_csv(losses.n, csv) else None,
+        },
         "baselines": {
             "ldp": {"rdp": json_number(losses.ldp_rdp), "eps": json_number(losses.ldp_eps)},
             "central": {"rdp": json_number(losses.central_rdp), "eps": json_number(losses.central_eps)},
         },
-        "summary": _summary(losses, undercounts, sampler_kinds),
+        "summary": _summary(losses, table, undercounts, sampler_kinds),
         "checks": [check.to_json() for check in checks],
         "notes": list(losses.notes),
     }
-    clashes = sorted(set(extra or {}) & set(report))
+    clashes = sorted(set(extra or {}) & set(document))
     if clashes:
         raise ValueError(f"extra report keys {clashes} would overwrite the schema's own")
-    report.update(extra or {})
-    return report
+    document.update(extra or {})
+    return Report(document, table)
 
 
-def write_report(report: Mapping[str, object], out_dir: Path, *, json_name: str = REPORT_FILE,
-                 csv_name: str = PAIRS_FILE) -> tuple[Path, Path]:
-    """Write the JSON document and the per-pair CSV into out_dir; return both paths."""
+def write_report(report: Report, out_dir: Path, *, json_name: str = REPORT_FILE) -> list[Path]:
+    """Write the pairs file (and its CSV export, when the pointer names one), then the JSON document, into
+    out_dir; return the paths written, the document first."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, csv_path = out_dir / json_name, out_dir / csv_name
-    json_path.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=PAIR_COLUMNS)
-        writer.writeheader()
-        writer.writerows(flat_pair(pair) for pair in report["pairs"])
-    return json_path, csv_path
+    pointer = report.document["pairs"]
+    written = [write_pairs(report.pairs, out_dir / pointer["file"])]
+    if pointer["csv"] is not None:
+        written.append(write_pairs_csv(report.pairs, out_dir / pointer["csv"]))
+    else:  # a report written again without the export must not leave an older one beside it
+        (out_dir / Path(pointer["file"]).with_suffix(".csv")).unlink(missing_ok=True)
+    json_path = out_dir / json_name
+    json_path.write_text(json.dumps(report.document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return [json_path, *written]
 
 
-def flat_pair(pair: Mapping[str, object]) -> dict[str, object]:
-    """One pair object as a CSV row: nested keys joined by '_', absent columns empty."""
-    row: dict[str, object] = {}
-    for key, value in pair.items():
-        if isinstance(value, Mapping):
-            row.update({f"{key}_{inner}": item for inner, item in value.items()})
-        else:
-            row[key] = value
-    return {column: "" if row.get(column) is None else row[column] for column in PAIR_COLUMNS}
+def pair_table(losses: PairwiseLosses, hops: np.ndarray, undercounts: np.ndarray) -> PairTable:
+    """Every column of the pairs file from the accountants' arrays (no copies of the loss matrices)."""
+    named: dict[str, np.ndarray | None] = {
+        "hop_distance": hops,
+        "paper_rdp": losses.paper_rdp, "paper_eps": losses.paper_eps,
+        "exact_rdp": losses.exact_rdp, "exact_eps": losses.exact_eps,
+        "exact_rdp_upper": losses.exact_rdp_upper, "exact_eps_upper": losses.exact_eps_upper,
+        "exact_reconstructable": losses.reconstructable, "exact_ill_conditioned": losses.ill_conditioned,
+        "empirical_eps_lower": losses.empirical_eps_lower,
+        "ldp_rdp": losses.ldp_pairs("rdp"), "ldp_eps": losses.ldp_pairs("eps"),
+        "paper_undercounts": undercounts,
+        "paper_corrected_rdp": losses.paper_corrected_rdp, "paper_corrected_eps": losses.paper_corrected_eps,
+        **{f"{name}_{unit}": getattr(column, unit) for name, column in losses.columns.items()
+           for unit in ("rdp", "eps")},
+        **losses.facts,
+    }  # fmt: skip
+    order = [*PAIR_COLUMNS[2:], *(name for name in named if name not in PAIR_COLUMNS)]
+    return PairTable(losses.n, {name: named.get(name) for name in order})
 
 
 def worst_observers(report: Mapping[str, object], limit: int) -> list[int]:
@@ -129,42 +171,7 @@ def hop_distances(topology: Topology) -> np.ndarray:
     return shortest_path(graph, unweighted=True, directed=False)
 
 
-def _pairs(losses: PairwiseLosses, hops: np.ndarray, undercounts: set[tuple[int, int]]) -> list[dict[str, object]]:
-    empirical = losses.empirical_eps_lower
-    ldp_rdp, ldp_eps = losses.ldp_pairs("rdp"), losses.ldp_pairs("eps")
-    pairs = []
-    for u in range(losses.n):
-        for v in range(losses.n):
-            if u == v:
-                continue
-            pair: dict[str, object] = {
-                "source": u,
-                "observer": v,
-                "hop_distance": int(hops[u, v]) if np.isfinite(hops[u, v]) else None,
-                "paper": {"rdp": json_number(losses.paper_rdp[u, v]), "eps": json_number(losses.paper_eps[u, v])},
-                "exact": {
-                    "rdp": json_number(losses.exact_rdp[u, v]),
-                    "eps": json_number(losses.exact_eps[u, v]),
-                    "rdp_upper": json_number(losses.exact_rdp_upper[u, v]),
-                    "eps_upper": json_number(losses.exact_eps_upper[u, v]),
-                    "reconstructable": bool(losses.reconstructable[u, v]),
-                    "ill_conditioned": bool(losses.ill_conditioned[u, v]),
-                },
-                "ldp": {"rdp": json_number(ldp_rdp[u, v]), "eps": json_number(ldp_eps[u, v])},
-                "paper_undercounts": (u, v) in undercounts,
-            }
-            if empirical is not None and not math.isnan(empirical[u, v]):
-                pair["empirical"] = {"eps_lower": json_number(empirical[u, v])}
-            if losses.paper_corrected_rdp is not None:
-                pair["paper_corrected"] = {"rdp": json_number(losses.paper_corrected_rdp[u, v]),
-                                           "eps": json_number(losses.paper_corrected_eps[u, v])}
-            for name, column in losses.columns.items():
-                pair[name] = {"rdp": json_number(column.rdp[u, v]), "eps": json_number(column.eps[u, v])}
-            pairs.append(pair)
-    return pairs
-
-
-def _summary(losses: PairwiseLosses, undercounts: list[tuple[int, int]],
+def _summary(losses: PairwiseLosses, table: PairTable, undercounts: np.ndarray,
              sampler_kinds: Mapping[int, str] | None) -> dict[str, object]:
     columns = {
         "paper": losses.paper_rdp,
@@ -177,15 +184,24 @@ def _summary(losses: PairwiseLosses, undercounts: list[tuple[int, int]],
     eps_only = np.isnan(losses.paper_rdp)  # a closed form stated in (eps, delta) only: compared in eps
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(eps_only, losses.exact_eps / losses.paper_eps, losses.exact_rdp / losses.paper_rdp)
-    worst_first = sorted(undercounts, key=lambda pair: -ratio[pair])
+    off_diagonal = ~np.eye(losses.n, dtype=bool)
     return {
         "exact_method": losses.exact_method,
         "mean_rdp_per_observer": {name: [json_number(x) for x in values] for name, values in means.items()},
         "max_mean_rdp": {name: _max_mean(values) for name, values in means.items()},
+        "quantile_levels": list(QUANTILE_LEVELS),
+        "pair_columns": _distributions(table),
+        "top_pairs": [
+            {"source": u, "observer": v, "hop_distance": _hops(table, u, v),
+             **{name: json_number(table.columns[name][u, v])
+                for name in ("exact_rdp_upper", "exact_eps_upper", "paper_rdp", "paper_eps")}}
+            for u, v in _largest(losses.exact_eps_upper, off_diagonal & ~np.isnan(losses.exact_eps_upper))
+        ],
         "paper_undercounts": {
-            "count": len(undercounts),
+            "count": int(np.count_nonzero(undercounts)),
             "pairs": [
-                {"source": u, "observer": v, "exact_over_paper": json_number(ratio[u, v])} for u, v in worst_first
+                {"source": u, "observer": v, "exact_over_paper": json_number(ratio[u, v])}
+                for u, v in _largest(ratio, undercounts)
             ],
         },
         "reconstructable_pairs": int(np.count_nonzero(losses.reconstructable)),
@@ -193,6 +209,47 @@ def _summary(losses: PairwiseLosses, undercounts: list[tuple[int, int]],
         "attacked_pairs": _attacked_pairs(losses),
         "sampler": _sampler_summary(sampler_kinds),
     }
+
+
+def _distributions(table: PairTable) -> dict[str, dict[str, object]]:
+    """Count, mean, extremes and quantiles over the pairs of every number column that has a value."""
+    out = {}
+    for name, matrix in table.columns.items():
+        if matrix is None or name in INTEGER_COLUMNS | BOOLEAN_COLUMNS:
+            continue
+        values = table.off_diagonal(name)
+        values = values[~np.isnan(values)]
+        if values.size == 0:
+            continue
+        mean = _mean(values)
+        quantiles = np.quantile(values, QUANTILE_LEVELS, method="inverted_cdf")  # values that occur: inf stays inf
+        out[name] = {"count": int(values.size), "mean": json_number(mean), "min": json_number(values.min()),
+                     "max": json_number(values.max()), "quantiles": [json_number(q) for q in quantiles]}
+    return out
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean, scaled so that huge finite losses (a nearly noiseless run) do not overflow the sum."""
+    scale = float(np.abs(values[np.isfinite(values)]).max(initial=0.0)) or 1.0
+    with np.errstate(invalid="ignore"):  # inf and -inf together have no mean
+        return float(np.mean(values / scale) * scale)
+
+
+def _largest(values: np.ndarray, where: np.ndarray, limit: int = SHOWN_PAIRS) -> list[tuple[int, int]]:
+    """The (u, v) of the `limit` largest values among the pairs `where` marks, largest first (NaN last)."""
+    candidates = np.flatnonzero(where)
+    key = values.ravel()[candidates]
+    key = np.where(np.isnan(key), -np.inf, key)
+    if candidates.size > limit:
+        kept = np.argpartition(-key, limit - 1)[:limit]
+        candidates, key = candidates[kept], key[kept]
+    order = np.lexsort((candidates, -key))
+    return [(int(u), int(v)) for u, v in zip(*np.unravel_index(candidates[order], values.shape))]
+
+
+def _hops(table: PairTable, u: int, v: int) -> int | None:
+    hops = table.columns["hop_distance"][u, v]
+    return int(hops) if np.isfinite(hops) else None
 
 
 def _attacked_pairs(losses: PairwiseLosses) -> int:

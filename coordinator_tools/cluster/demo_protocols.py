@@ -206,10 +206,10 @@ class LearningDemo(DemoProtocol):
             table.add_row(label, f"{utility[name][-1]:.3f}")
         table.add_row("majority class", f"{max(np.mean(test_y > 0), np.mean(test_y < 0)):.3f}")
         CONSOLE.print(table)
-        eps = np.array([float(pair["exact"]["eps_upper"]) for pair in report["pairs"]])
+        eps = report["summary"]["pair_columns"]["exact_eps_upper"]
         baselines = report["baselines"]
-        CONSOLE.print(f"pairwise epsilon at delta = {report['delta']:g} (exact): mean {eps.mean():.3g}, "
-                      f"worst pair {eps.max():.3g}; local DP {float(baselines['ldp']['eps']):.3g}, "
+        CONSOLE.print(f"pairwise epsilon at delta = {report['delta']:g} (exact): mean {float(eps['mean']):.3g}, "
+                      f"worst pair {float(eps['max']):.3g}; local DP {float(baselines['ldp']['eps']):.3g}, "
                       f"central DP {float(baselines['central']['eps']):.3g}")
 
     run_label: ClassVar[str] = "netdp (mean over nodes)"

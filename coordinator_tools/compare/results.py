@@ -15,57 +15,47 @@ from pathlib import Path
 
 import numpy as np
 
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import summarize
 from coordinator_tools.compare.calibrate import Calibration
 from coordinator_tools.compare.setup import GOSSIP, CompareSetup
 
 COMPARISON_FILE = "comparison.json"
-# The audit's columns each protocol is judged by: (name in comparison.json, pair key, eps key).
-REALIZED_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    GOSSIP: (("exact", "exact", "eps_upper"),),
-    "rw-sgd": (("ex_ante", "ex_ante", "eps"), ("realized_path", "realized_path", "eps")),
+# The audit's columns each protocol is judged by: (name in comparison.json, column of the pairs file).
+REALIZED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    GOSSIP: (("exact", "exact_eps_upper"),),
+    "rw-sgd": (("ex_ante", "ex_ante_eps"), ("realized_path", "realized_path_eps")),
 }
 
 
-def pair_matrix(report: Mapping[str, object], pair_key: str, eps_key: str) -> np.ndarray:
-    """One column of the report's pairs as an n x n matrix [u, v] (NaN on the diagonal and where null)."""
-    pairs = report["pairs"]
-    n = 1 + max(int(pair["source"]) for pair in pairs)
-    matrix = np.full((n, n), np.nan)
-    for pair in pairs:
-        value = pair[pair_key][eps_key]
-        matrix[pair["source"], pair["observer"]] = np.nan if value is None else float(value)
-    return matrix
-
-
-def mean_per_hop(report: Mapping[str, object], pair_key: str, eps_key: str) -> dict[str, float]:
+def mean_per_hop(pairs: Mapping[str, np.ndarray], column: str) -> dict[str, float]:
     """Mean ε over the pairs at each hop distance, keyed by the distance (as a string, for JSON)."""
-    by_hop: dict[int, list[float]] = {}
-    for pair in report["pairs"]:
-        value, hops = pair[pair_key][eps_key], pair["hop_distance"]
-        if value is not None and hops is not None:
-            by_hop.setdefault(int(hops), []).append(float(value))
-    return {str(hops): float(np.mean(values)) for hops, values in sorted(by_hop.items())}
+    values, hops = pairs[column], pairs["hop_distance"]
+    known = ~np.isnan(values) & ~np.isnan(hops)
+    return {str(int(distance)): float(np.mean(values[known & (hops == distance)]))
+            for distance in np.unique(hops[known])}
 
 
 def protocol_result(calibration: Calibration, report: Mapping[str, object], folder: Path) -> dict[str, object]:
-    """One protocol's entry of comparison.json."""
+    """One protocol's entry of comparison.json (the pairs are read from the audit folder, `folder`/audit)."""
     utility = report["utility"]
     columns = REALIZED_COLUMNS[calibration.protocol]
+    pairs = read_pairs(folder / "audit", ["source", "observer", "hop_distance", *(column for _, column in columns)])
+    n = int(report["run"]["n"])
     return {
         "sigma": calibration.sigma,
         "noise_multiplier": calibration.sigma / float(report["sensitivity"]),
         "alpha": calibration.alpha,
         "calibration": {"column": calibration.column, "plan_evaluations": calibration.evaluations},
         "planned_mean_eps": calibration.planned_mean_eps,
-        "realized_mean_eps": {name: summarize(pair_matrix(report, key, eps), "mean") for name, key, eps in columns},
+        "realized_mean_eps": {name: summarize(pair_matrix(pairs, column, n), "mean") for name, column in columns},
         "ldp_eps": float(report["baselines"]["ldp"]["eps"]),
         "metric": utility["metric"],
         "accuracy": {"run": utility["netdp"][-1], "trusted_curator": utility["central"][-1],
                      "local": utility["local"][-1], "initial": utility["initial"]},
         "accuracy_curve": {"steps": utility["steps"], "run": utility["netdp"], "trusted_curator": utility["central"],
                            "local": utility["local"]},
-        "mean_eps_per_hop": {name: mean_per_hop(report, key, eps) for name, key, eps in columns},
+        "mean_eps_per_hop": {name: mean_per_hop(pairs, column) for name, column in columns},
         "run": str(folder / "run"),
         "audit": str(folder / "audit"),
     }

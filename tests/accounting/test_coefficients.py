@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 from flint import fmpq_mat
 
-from coordinator_tools.audit.protocols.muffliato.coefficients import check_transcript, float_history, rational_history
+from coordinator_tools.audit.modular import modular_rank
+from coordinator_tools.audit.protocols.muffliato.coefficients import (
+    check_transcript,
+    float_history,
+    modular_rounds,
+    rational_history,
+)
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import dense_rows, drop, topology_from_graph
@@ -108,3 +114,28 @@ def test_weights_that_contradict_the_declared_rule_are_rejected():
     with pytest.raises(ValueError, match="not metropolis"):
         rational_history(planned_transcript(tampered), accelerated=False)
 
+
+
+@pytest.mark.parametrize("accelerated", [False, True])
+def test_modular_rows_are_the_rational_rows_reduced_and_sketched(accelerated):
+    """C^t R mod p equals the rational C^t reduced mod p, times R, with a drop-out in round 1."""
+    prime = 2_147_483_647
+    planned = planned_transcript(topology_from_graph(generators.erdos_renyi(12, seed=4), rounds=4,
+                                                     accelerated=accelerated))
+    edge = planned.topology.edges[0]
+    transcript = drop(planned, edge.u, edge.v, 1)
+    sketch = np.random.default_rng(0).integers(0, prime, size=(12, 5), dtype=np.int64)
+    modular = list(modular_rounds(transcript, accelerated=accelerated, prime=prime, sketch=sketch))
+    for t, rational in enumerate(rational_history(transcript, accelerated=accelerated)):
+        reduced = [[x.p * pow(int(x.q), -1, prime) % prime for x in row] for row in rational.tolist()]
+        expected = [[sum(int(a) * int(b) for a, b in zip(row, column)) % prime for column in sketch.T]
+                    for row in reduced]
+        assert modular[t].tolist() == expected
+
+
+def test_modular_rank_by_hand():
+    prime = 2_147_483_647
+    assert modular_rank(np.array([[1, 2, 3], [2, 4, 6]]), prime) == 1
+    assert modular_rank(np.array([[1, 2, 3], [2, 4, 7]]), prime) == 2
+    assert modular_rank(np.array([[1, 0], [0, prime - 1], [1, prime - 1]]), prime) == 2  # row 3 = row 1 + row 2
+    assert modular_rank(np.zeros((0, 4), dtype=np.int64), prime) == 0

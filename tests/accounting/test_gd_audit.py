@@ -16,6 +16,7 @@ import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.topology.build import build_topology
@@ -59,19 +60,16 @@ def audited_run(root: Path, *, data: Path | None = None, **schedule: object) -> 
     return audit_run(root, root / "audit", AuditOptions(with_private_logs=True, attack_pairs="none", data=data))
 
 
-def column(report: dict, name: str, key: str = "rdp") -> np.ndarray:
-    return np.array([pair[name][key] for pair in report["pairs"]], dtype=float)
-
-
 def test_the_audit_flags_eq9_for_non_neighbours_and_keeps_the_invariants(tmp_path):
     report = audited_run(tmp_path)
     assert report["protocol"] == "muffliato-gd"
     assert all(check["ok"] for check in report["checks"]), report["checks"]
-    hops = np.array([pair["hop_distance"] for pair in report["pairs"]])
-    paper, exact = column(report, "paper"), column(report, "exact", "rdp_upper")
-    corrected, ldp = column(report, "paper_corrected"), column(report, "ldp")
+    pairs = read_pairs(tmp_path / "audit")
+    hops = pairs["hop_distance"]
+    paper, exact = pairs["paper_rdp"], pairs["exact_rdp_upper"]
+    corrected, ldp = pairs["paper_corrected_rdp"], pairs["ldp_rdp"]
     assert np.all(paper[hops >= 2] == 0.0) and np.all(exact[hops >= 2] > 0.0)
-    assert all(pair["paper_undercounts"] for pair in report["pairs"] if pair["hop_distance"] >= 2)
+    assert np.all(pairs["paper_undercounts"][hops >= 2])
     assert np.all(exact <= ldp * (1 + RTOL))
     assert np.all(exact <= corrected * (1 + RTOL))
     # local DP sees every step's noisy gradient: T composed Gaussian mechanisms of μ = Δ/σ
@@ -81,7 +79,8 @@ def test_the_audit_flags_eq9_for_non_neighbours_and_keeps_the_invariants(tmp_pat
 def test_a_graph_drawn_per_step_is_audited_with_the_realized_graphs(tmp_path):
     report = audited_run(tmp_path, schedule=ErdosRenyiSchedule(p=0.4, seed=5))
     assert all(check["ok"] for check in report["checks"]), report["checks"]
-    exact, ldp = column(report, "exact", "rdp_upper"), column(report, "ldp")
+    pairs = read_pairs(tmp_path / "audit")
+    exact, ldp = pairs["exact_rdp_upper"], pairs["ldp_rdp"]
     assert np.all(exact <= ldp * (1 + RTOL)) and np.any(exact < 0.5 * ldp)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from coordinator_tools.audit import plan_command
 from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target, calibrate_sigma, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato_async.accountant import account as account_schedule
@@ -88,7 +89,8 @@ def test_plan_command_writes_the_report_schema_with_topology_defaults(tmp_path, 
     assert document["plan"] == {"rounds": 3, "accelerated": False, "t_stop": t_stop}
     assert document["threat_model"]["observer_knows_own_noise"] is False
     assert document["checks"] and all(check["ok"] for check in document["checks"])
-    assert len(document["pairs"]) == 8 * 7 and (tmp_path / "plan-pairs.csv").exists()
+    assert document["pairs"]["file"] == "plan-pairs.parquet" and document["pairs"]["csv"] == "plan-pairs.csv"
+    assert len(read_pairs(out)["source"]) == 8 * 7 and (tmp_path / "plan-pairs.csv").exists()
     assert "T_stop" in capsys.readouterr().out
 
 
@@ -106,6 +108,16 @@ def run_plan(tmp_path, topology, *argv):
     plan_command.register(parser.add_subparsers())
     args = parser.parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(tmp_path / "plan.json"), *argv])
     return args.handler(args), json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_plan_exports_the_pairs_as_csv_when_asked_beyond_the_small_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr("coordinator_tools.audit.pairs_file.CSV_AUTO_MAX_N", 4)
+    topology = topology_from_graph(generators.ring(8), rounds=3, accelerated=False, sigma=0.8)
+    code, document = run_plan(tmp_path, topology)
+    assert code == 0 and document["pairs"]["csv"] is None and not (tmp_path / "plan-pairs.csv").exists()
+    code, document = run_plan(tmp_path, topology, "--csv")
+    assert code == 0 and document["pairs"]["csv"] == "plan-pairs.csv"
+    assert len((tmp_path / "plan-pairs.csv").read_text().splitlines()) == 1 + 8 * 7
 
 
 def test_plan_without_noise_says_so_once_and_still_writes(tmp_path, capsys):
@@ -148,9 +160,7 @@ def test_ex_ante_plan_command_reports_its_schedules_and_calibrates(tmp_path, cap
     assert document["plan"]["schedules"] == document["run"]["schedules"] == 6 and document["plan"]["seed"] == 2
     calibration = document["plan"]["calibration"]["sigma"]
     assert document["sigma"] == calibration["exact"] and calibration["central"] < calibration["exact"]
-    eps = np.full((5, 5), np.nan)
-    for pair in document["pairs"]:
-        eps[pair["source"], pair["observer"]] = pair["exact"]["eps_upper"]
+    eps = pair_matrix(read_pairs(tmp_path / "plan.json"), "exact_eps_upper", 5)
     assert summarize(eps, "mean") <= 2.0
     assert "6 simulated schedules" in capsys.readouterr().out
 

@@ -12,12 +12,15 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coordinator_tools.audit import command
 from coordinator_tools.audit.protocols import muffliato
 from coordinator_tools.audit.command import AuditOptions, audit_run, parse_attack_pairs
-from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError
@@ -56,7 +59,8 @@ def test_audit_run_writes_everything_and_wires_the_options(tmp_path: Path, stub:
     topology = ring_topology()
     simulate_run(tmp_path / "run", topology, faults=Faults(lost_edge=(0, 1), lost_from=2))
     report = audit_run(tmp_path / "run", tmp_path / "out", AuditOptions(delta=1e-6, with_private_logs=True))
-    for name in ("report.json", "pairs.csv", "index.html", "loss_vs_hops.png", "pair_heatmap.png", "node_means.png"):
+    for name in ("report.json", "pairs.parquet", "pairs.csv", "index.html", "loss_vs_hops.png", "pair_heatmap.png",
+                 "node_means.png"):
         assert (tmp_path / "out" / name).exists(), name
     first = stub.calls[0]
     assert (first["alpha"], first["delta"], first["sigma"]) == (topology.protocol.alpha, 1e-6, SIGMA)
@@ -134,8 +138,40 @@ def test_audit_run_with_the_real_accountants(tmp_path: Path) -> None:
     report = audit_run(tmp_path / "run", tmp_path / "out", options)
     failed = [check for check in report["checks"] if not check["ok"]]
     assert failed == []
-    assert {(p["source"], p["observer"]) for p in report["pairs"] if "empirical" in p} == {(0, 1), (0, 3)}
+    pairs = read_pairs(tmp_path / "out")
+    attacked = ~np.isnan(pairs["empirical_eps_lower"])
+    assert set(zip(pairs["source"][attacked].tolist(), pairs["observer"][attacked].tolist())) == {(0, 1), (0, 3)}
     assert report["planned_vs_run"]["same_schedule"] is False
+
+
+def test_a_small_audit_writes_every_pair_from_the_accountants_arrays_and_no_pair_list(tmp_path: Path) -> None:
+    topology = ring_topology()
+    n = topology.n
+    simulate_run(tmp_path / "run", topology)
+    audit_run(tmp_path / "run", tmp_path / "out", AuditOptions(attack_pairs="none"))
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert document["pairs"]["rows"] == n * (n - 1) and longest_list(document) < n * (n - 1)
+    replay = replay_run(tmp_path / "run")
+    losses = replay.auditor.account(replay.realized, sigma=SIGMA, sensitivity=replay.effective_sensitivity,
+                                    alpha=topology.protocol.alpha, delta=command.DEFAULT_DELTA,
+                                    threat_model=ThreatModel(), conversion="tight")
+    pairs = read_pairs(tmp_path / "out")
+    assert len(pairs["source"]) == n * (n - 1)
+    off = ~np.eye(n, dtype=bool)
+    for name, matrix in (("paper_rdp", losses.paper_rdp), ("exact_rdp", losses.exact_rdp),
+                         ("exact_eps_upper", losses.exact_eps_upper), ("ldp_eps", losses.ldp_pairs("eps"))):
+        np.testing.assert_array_equal(pair_matrix(pairs, name, n)[off], matrix[off], err_msg=name)
+    np.testing.assert_array_equal(pairs["exact_reconstructable"], losses.reconstructable[off])
+    assert np.all(np.isnan(pairs["empirical_eps_lower"]))  # no attack ran
+
+
+def longest_list(value: object) -> int:
+    """The length of the longest list anywhere in a JSON document."""
+    if isinstance(value, dict):
+        return max((longest_list(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return max([len(value), *(longest_list(item) for item in value)])
+    return 0
 
 
 def test_audit_refuses_a_folder_that_holds_a_report_unless_forced(tmp_path: Path, stub: StubAccount) -> None:
@@ -149,6 +185,19 @@ def test_audit_refuses_a_folder_that_holds_a_report_unless_forced(tmp_path: Path
     assert forced.handler(forced) == 0
 
 
+def test_audit_exports_the_pairs_as_csv_when_asked_beyond_the_small_runs(tmp_path: Path, stub: StubAccount,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("coordinator_tools.audit.pairs_file.CSV_AUTO_MAX_N", 2)
+    run = simulate_run(tmp_path / "run", ring_topology(n=3))
+    for out, flags in (("plain", ()), ("asked", ("--csv",))):
+        args = cli(str(run.rundir), "--out", str(tmp_path / out), "--attack-pairs", "none", *flags)
+        assert args.handler(args) == 0
+    assert (tmp_path / "plain" / "pairs.parquet").exists() and not (tmp_path / "plain" / "pairs.csv").exists()
+    assert len((tmp_path / "asked" / "pairs.csv").read_text().splitlines()) == 1 + 3 * 2
+    assert 'href="pairs.csv"' in (tmp_path / "asked" / "index.html").read_text()
+    assert 'href="pairs.csv"' not in (tmp_path / "plain" / "index.html").read_text()
+
+
 def test_audit_without_noise_says_so_once_and_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = simulate_run(tmp_path / "run", ring_topology(n=4, rounds=2, sigma=0.0))
     args = cli(str(run.rundir), "--out", str(tmp_path / "out"), "--attack-pairs", "none")
@@ -156,4 +205,4 @@ def test_audit_without_noise_says_so_once_and_still_reports(tmp_path: Path, caps
     printed = capsys.readouterr().out
     assert printed.count("σ = 0: no privacy") == 1 and "inf" not in printed
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert report["sigma"] == 0 and any(pair["exact"]["rdp"] == "inf" for pair in report["pairs"])
+    assert report["sigma"] == 0 and np.isinf(read_pairs(tmp_path / "out")["exact_rdp"]).any()

@@ -1,4 +1,4 @@
-"""Figures and the HTML page, drawn from a report document (fresh, and reloaded from disk).
+"""Figures and the HTML page, drawn from a report document and its pairs file (fresh, and reloaded from disk).
 
 A learning report (Muffliato-GD, with the `utility` block and the schedule comparison) also gets
 its utility figure, the spread of pairwise losses per schedule, and a "Learning" section.
@@ -21,7 +21,8 @@ from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plan import PlanOptions
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
-from coordinator_tools.audit.report import PAIRS_FILE, build_report, write_report
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.report import Report, build_report, write_report
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.rw_sgd import walk_facts
 from coordinator_tools.topology.build import build_topology
@@ -33,7 +34,7 @@ from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def sample_report(*, simulation: bool) -> dict:
+def sample_report(*, simulation: bool) -> Report:
     topology = ring_topology(n=8)
     losses = fake_losses(topology, attacked=((0, 1), (0, 2), (0, 3)))
     losses.paper_rdp[5, 1] = np.nan
@@ -43,9 +44,10 @@ def sample_report(*, simulation: bool) -> dict:
 
 
 def test_report_figures_and_page_are_written(tmp_path: Path) -> None:
-    report = sample_report(simulation=True)
-    write_report(report, tmp_path)
-    figures = write_figures(report, tmp_path)
+    written = sample_report(simulation=True)
+    write_report(written, tmp_path)
+    report = written.document
+    figures = write_figures(report, tmp_path, tmp_path)
     assert set(figures) == set(FIGURES)
     for path in figures.values():
         assert path.read_bytes().startswith(PNG_SIGNATURE) and path.stat().st_size > 10_000
@@ -53,7 +55,7 @@ def test_report_figures_and_page_are_written(tmp_path: Path) -> None:
     assert (tmp_path / PAGE_FILE).exists()
     for name in FIGURES.values():
         assert f'src="{name}"' in page
-    assert f'href="{PAIRS_FILE}"' in page
+    assert 'href="pairs.parquet"' in page and 'href="pairs.csv"' in page
     for check in report["checks"]:
         assert check["name"].replace(">", "&gt;").replace("<", "&lt;") in page
     assert "Simulation sampler" in page and "observer_knows_own_noise" in page
@@ -61,15 +63,15 @@ def test_report_figures_and_page_are_written(tmp_path: Path) -> None:
 
 
 def test_report_figures_redraw_from_the_saved_document(tmp_path: Path) -> None:
-    json_path, _ = write_report(sample_report(simulation=False), tmp_path)
+    json_path, *_ = write_report(sample_report(simulation=False), tmp_path)
     reloaded = json.loads(json_path.read_text())
-    figures = write_figures(reloaded, tmp_path / "again")
+    figures = write_figures(reloaded, tmp_path / "again", tmp_path)
     assert all(path.read_bytes().startswith(PNG_SIGNATURE) for path in figures.values())
     page = write_html(reloaded, tmp_path / "again", figures).read_text()
     assert "Simulation sampler" not in page
 
 
-def learning_report() -> dict:
+def learning_report() -> Report:
     """A planned Muffliato-GD run on a 16-node ring with a made-up utility block and the real comparison."""
     topology = gd_topology("ring", 16, steps=6)
     plan = auditor_named("muffliato-gd").plan(topology, PlanOptions())
@@ -83,9 +85,10 @@ def learning_report() -> dict:
 
 
 def test_a_learning_report_gets_its_utility_and_schedule_figures(tmp_path: Path) -> None:
-    report = learning_report()
-    json_path, _ = write_report(report, tmp_path)
-    figures = write_figures(json.loads(json_path.read_text()), tmp_path)
+    written = learning_report()
+    json_path, *_ = write_report(written, tmp_path)
+    report = written.document
+    figures = write_figures(json.loads(json_path.read_text()), tmp_path, tmp_path)
     gd_figures = {"utility", "schedule_spread"}  # the random walk's communicability figure is not a GD run's
     assert set(figures) == set(FIGURES) | gd_figures
     for name in gd_figures:
@@ -100,8 +103,10 @@ def test_a_learning_report_gets_its_utility_and_schedule_figures(tmp_path: Path)
 
 
 def test_an_averaging_report_has_no_learning_figures_or_section(tmp_path: Path) -> None:
-    report = sample_report(simulation=False)
-    figures = write_figures(report, tmp_path)
+    written = sample_report(simulation=False)
+    write_report(written, tmp_path)
+    report = written.document
+    figures = write_figures(report, tmp_path, tmp_path)
     assert not set(figures) & set(LEARNING_FIGURES)
     assert "<h2>Learning</h2>" not in write_html(report, tmp_path, figures).read_text()
 
@@ -114,10 +119,14 @@ def test_a_random_walk_report_shows_its_loss_beside_the_graphs_communicability(t
                                                    adjacency="dataset"))
     plan = auditor_named("rw-sgd").plan(topology, PlanOptions(schedules=5))
     accounting = {"sigma": 2.0, "sensitivity": 1.0, "alpha": 2.0}
-    report = json.loads(json.dumps(build_report(plan.losses, plan.run, extra={
-        "rw_sgd": walk_facts(topology, np.full(16, 3), accounting)})))
+    json_path, *_ = write_report(build_report(plan.losses, plan.run, extra={
+        "rw_sgd": walk_facts(topology, np.full(16, 3), accounting)}), tmp_path)
+    report = json.loads(json_path.read_text())
     assert report["rw_sgd"]["theorem3"]["order_valid"]
-    assert np.allclose(report["rw_sgd"]["communicability"], expm(nx.to_numpy_array(generate("hypercube", n=16))))
-    figures = write_figures(report, tmp_path)
+    expected = expm(nx.to_numpy_array(generate("hypercube", n=16)))
+    np.fill_diagonal(expected, np.nan)  # a graph fact per ordered pair: the diagonal is no pair
+    communicability = pair_matrix(read_pairs(tmp_path), "communicability", 16)
+    assert np.allclose(communicability, expected, equal_nan=True)
+    figures = write_figures(report, tmp_path, tmp_path)
     assert figures["communicability"].read_bytes().startswith(PNG_SIGNATURE)
     assert 'src="loss_vs_communicability.png"' in write_html(report, tmp_path, figures).read_text()

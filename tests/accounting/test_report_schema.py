@@ -1,4 +1,4 @@
-"""The report document, its CSV, and the invariant checks, on hand-made accountant results."""
+"""The report document, its pairs file and CSV export, and the invariant checks, on hand-made accountant results."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from coordinator_tools.audit.checks import (
@@ -19,9 +20,10 @@ from coordinator_tools.audit.checks import (
     paper_undercounts,
     reconstructable_is_ldp,
 )
-from coordinator_tools.audit.losses import PairwiseLosses
-from coordinator_tools.audit.report import PAIR_COLUMNS, build_report, write_report
+from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
+from coordinator_tools.audit.pairs_file import PAIR_COLUMNS, PairTable, pair_matrix, read_pairs, write_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
+from coordinator_tools.audit.report import Report, build_report, write_report
 from tests.accounting.simulated_run import fake_losses, ring_topology
 
 TOPOLOGY = ring_topology(n=6)
@@ -30,7 +32,7 @@ TOP_LEVEL = {"schema", "protocol", "run", "alpha", "delta", "sigma", "sensitivit
              "summary", "checks", "notes"}
 
 
-def report_for(losses: PairwiseLosses, **kwargs: object) -> dict:
+def report_for(losses: PairwiseLosses, **kwargs: object) -> Report:
     return build_report(losses, planned_transcript(TOPOLOGY), **kwargs)
 
 
@@ -41,32 +43,45 @@ def strict_json(path: Path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-def test_report_has_every_schema_field() -> None:
+def pair_row(pairs: dict[str, np.ndarray], u: int, v: int) -> dict[str, object]:
+    """One pair's values from `read_pairs` columns."""
+    (index,) = np.flatnonzero((pairs["source"] == u) & (pairs["observer"] == v))
+    return {name: column[index] for name, column in pairs.items()}
+
+
+def test_report_has_every_schema_field(tmp_path: Path) -> None:
     losses = fake_losses(TOPOLOGY, attacked=((0, 1), (2, 5)))
     report = report_for(losses, checks=[Check("c", True, "d")], sampler_kinds={v: "secure" for v in range(N)},
                         extra={"replay": {"x": 1}})
-    assert set(report) == TOP_LEVEL | {"replay"}
-    assert len(report["pairs"]) == N * (N - 1)
-    pair = next(p for p in report["pairs"] if (p["source"], p["observer"]) == (0, 3))
+    document = report.document
+    assert set(document) == TOP_LEVEL | {"replay"}
+    assert document["schema"] == "netdp.audit.report/2"
+    assert document["pairs"] == {"file": "pairs.parquet", "format": "parquet", "rows": N * (N - 1),
+                                 "row_group_rows": document["pairs"]["row_group_rows"],
+                                 "columns": list(PAIR_COLUMNS), "csv": "pairs.csv"}
+    write_report(report, tmp_path)
+    pairs = read_pairs(tmp_path)
+    assert list(pairs) == list(PAIR_COLUMNS) and all(len(c) == N * (N - 1) for c in pairs.values())
+    pair = pair_row(pairs, 0, 3)
     assert pair["hop_distance"] == 3  # opposite side of the ring
-    assert set(pair) == {"source", "observer", "hop_distance", "paper", "exact", "ldp", "paper_undercounts"}
-    assert set(pair["exact"]) == {"rdp", "eps", "rdp_upper", "eps_upper", "reconstructable", "ill_conditioned"}
-    assert set(pair["paper"]) == set(pair["ldp"]) == {"rdp", "eps"}
-    assert pair["exact"]["rdp"] == losses.exact_rdp[0, 3]
-    attacked = {(p["source"], p["observer"]): p["empirical"]["eps_lower"] for p in report["pairs"] if "empirical" in p}
+    assert pair["exact_rdp"] == losses.exact_rdp[0, 3] and pair["paper_eps"] == losses.paper_eps[0, 3]
+    assert np.isnan(pair["paper_corrected_rdp"]) and np.isnan(pair["realized_path_eps"])  # no such column here
+    attacked = {(int(u), int(v)): e for u, v, e in zip(pairs["source"], pairs["observer"],
+                                                        pairs["empirical_eps_lower"]) if not np.isnan(e)}
     assert attacked == {(0, 1): losses.empirical_eps_lower[0, 1], (2, 5): losses.empirical_eps_lower[2, 5]}
-    assert report["baselines"] == {"ldp": {"rdp": losses.ldp_rdp, "eps": losses.ldp_eps},
-                                   "central": {"rdp": losses.central_rdp, "eps": losses.central_eps}}
-    assert report["threat_model"]["observer_knows_own_noise"] is True
-    assert report["checks"] == [{"name": "c", "ok": True, "detail": "d"}]
-    assert report["run"]["messages_used"] == report["run"]["messages_planned"] == 5 * 2 * N
-    assert report["protocol"] == report["run"]["protocol"] == "muffliato"
+    assert document["baselines"] == {"ldp": {"rdp": losses.ldp_rdp, "eps": losses.ldp_eps},
+                                     "central": {"rdp": losses.central_rdp, "eps": losses.central_eps}}
+    assert document["threat_model"]["observer_knows_own_noise"] is True
+    assert document["checks"] == [{"name": "c", "ok": True, "detail": "d"}]
+    assert document["run"]["messages_used"] == document["run"]["messages_planned"] == 5 * 2 * N
+    assert document["protocol"] == document["run"]["protocol"] == "muffliato"
 
 
 def test_report_summary_means_maxima_and_undercounts() -> None:
     losses = fake_losses(TOPOLOGY)
     losses.exact_rdp_upper[4, 2] *= 1.01  # make observer 2 the worst
-    summary = report_for(losses, sampler_kinds={0: "simulation", **{v: "secure" for v in range(1, N)}})["summary"]
+    summary = report_for(losses, sampler_kinds={0: "simulation", **{v: "secure" for v in range(1, N)}}
+                         ).document["summary"]
     means = summary["mean_rdp_per_observer"]
     assert means["exact"][2] == pytest.approx(sum(losses.exact_rdp[u, 2] for u in range(N) if u != 2) / N)
     assert means["ldp"][0] == pytest.approx((N - 1) / N * losses.ldp_rdp)
@@ -81,8 +96,37 @@ def test_report_summary_means_maxima_and_undercounts() -> None:
     assert "simulation sampler" in summary["sampler"]["note"]
 
 
+def test_report_summarises_every_column_and_the_worst_pairs() -> None:
+    losses = fake_losses(TOPOLOGY)
+    losses.exact_eps_upper[3, 5] = np.inf  # no noise on one pair: the worst, whatever the others
+    summary = report_for(losses).document["summary"]
+    eps = losses.exact_eps_upper[~np.eye(N, dtype=bool)]
+    spread = summary["pair_columns"]["exact_eps_upper"]
+    assert spread["count"] == N * (N - 1) and spread["mean"] == spread["max"] == "inf"
+    assert spread["min"] == eps.min() and len(spread["quantiles"]) == len(summary["quantile_levels"])
+    assert spread["quantiles"][summary["quantile_levels"].index(0.5)] in eps
+    assert "empirical_eps_lower" not in summary["pair_columns"]  # the attack did not run: no value to summarise
+    top = summary["top_pairs"]
+    assert (top[0]["source"], top[0]["observer"], top[0]["exact_eps_upper"]) == (3, 5, "inf")
+    assert len(top) == min(20, N * (N - 1))
+    shown = [pair["exact_eps_upper"] for pair in top[1:]]
+    assert shown == sorted(shown, reverse=True) and shown[0] == np.sort(eps)[-2]
+
+
+def test_summary_lists_a_bounded_number_of_undercounting_pairs() -> None:
+    topology = ring_topology(n=12)
+    losses = fake_losses(topology)
+    losses.paper_rdp[:] = losses.exact_rdp / 2.0  # every pair undercounted
+    losses.paper_rdp[7, 2] = losses.exact_rdp[7, 2] / 10.0
+    summary = build_report(losses, planned_transcript(topology)).document["summary"]
+    assert summary["paper_undercounts"]["count"] == 12 * 11
+    listed = summary["paper_undercounts"]["pairs"]
+    assert len(listed) == 20 and (listed[0]["source"], listed[0]["observer"]) == (7, 2)
+    assert listed[0]["exact_over_paper"] == pytest.approx(10.0)
+
+
 def test_report_for_a_plan_needs_no_logs() -> None:
-    summary = report_for(fake_losses(TOPOLOGY))["summary"]
+    summary = report_for(fake_losses(TOPOLOGY)).document["summary"]
     assert summary["sampler"] is None
 
 
@@ -91,22 +135,94 @@ def test_report_extra_cannot_overwrite_the_schema() -> None:
         report_for(fake_losses(TOPOLOGY), extra={"pairs": []})
 
 
-def test_report_json_and_csv_rows(tmp_path: Path) -> None:
+def test_report_json_has_no_per_pair_array_and_the_file_keeps_nulls_and_inf(tmp_path: Path) -> None:
     losses = fake_losses(TOPOLOGY, attacked=((1, 0),))
     losses.paper_rdp[0, 3] = np.nan  # no value
     losses.exact_rdp_upper[0, 3] = np.inf  # no noise
-    json_path, csv_path = write_report(report_for(losses), tmp_path)
-    pair = next(p for p in strict_json(json_path)["pairs"] if (p["source"], p["observer"]) == (0, 3))
-    assert pair["paper"]["rdp"] is None and pair["exact"]["rdp_upper"] == "inf"
+    json_path, parquet_path, _ = write_report(report_for(losses), tmp_path)
+    document = strict_json(json_path)
+    assert set(document["pairs"]) == {"file", "format", "rows", "row_group_rows", "columns", "csv"}
+    assert parquet_path == tmp_path / "pairs.parquet"
+    file = pq.read_table(parquet_path)
+    assert file.column("paper_rdp").null_count == 1  # (0, 3) only: the diagonal is not a row
+    pair = pair_row(read_pairs(json_path), 0, 3)
+    assert np.isnan(pair["paper_rdp"]) and pair["exact_rdp_upper"] == np.inf
+    assert file.column("empirical_eps_lower").null_count == N * (N - 1) - 1
+
+
+def test_csv_export_has_the_same_rows(tmp_path: Path) -> None:
+    losses = fake_losses(TOPOLOGY, attacked=((1, 0),))
+    losses.paper_rdp[0, 3] = np.nan  # no value
+    losses.exact_rdp_upper[0, 3] = np.inf  # no noise
+    _, _, csv_path = write_report(report_for(losses), tmp_path)
     with open(csv_path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == N * (N - 1)
     assert tuple(rows[0]) == PAIR_COLUMNS
     row = next(r for r in rows if (r["source"], r["observer"]) == ("0", "3"))
     assert (row["paper_rdp"], row["exact_rdp_upper"], row["empirical_eps_lower"]) == ("", "inf", "")
+    assert float(row["exact_rdp"]) == losses.exact_rdp[0, 3]  # full precision
     attacked = next(r for r in rows if (r["source"], r["observer"]) == ("1", "0"))
     assert float(attacked["empirical_eps_lower"]) == losses.empirical_eps_lower[1, 0]
-    assert {r["paper_undercounts"] for r in rows} == {"True", "False"}
+    assert {r["paper_undercounts"] for r in rows} == {"true", "false"}
+
+
+def test_csv_export_only_when_asked_beyond_the_small_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("coordinator_tools.audit.pairs_file.CSV_AUTO_MAX_N", N - 1)
+    (tmp_path / "pairs.csv").write_text("an export of an earlier report\n")
+    written = write_report(report_for(fake_losses(TOPOLOGY)), tmp_path)
+    assert [path.name for path in written] == ["report.json", "pairs.parquet"]
+    assert not (tmp_path / "pairs.csv").exists()  # not left over from the earlier report
+    assert strict_json(tmp_path / "report.json")["pairs"]["csv"] is None
+    asked = report_for(fake_losses(TOPOLOGY), csv=True, pairs_stem="plan-pairs")
+    written = write_report(asked, tmp_path, json_name="plan.json")
+    assert [path.name for path in written] == ["plan.json", "plan-pairs.parquet", "plan-pairs.csv"]
+    assert len((tmp_path / "plan-pairs.csv").read_text().splitlines()) == 1 + N * (N - 1)
+
+
+def test_pairs_file_round_trips_values_nulls_and_inf_in_bounded_row_groups(tmp_path: Path) -> None:
+    n = 7
+    rng = np.random.default_rng(3)
+    values = rng.exponential(size=(n, n))
+    values[1, 4], values[2, 0], values[5, 6] = np.inf, np.nan, 0.0
+    hops = rng.integers(1, 4, size=(n, n)).astype(float)
+    hops[3, 1] = np.inf  # unreachable: null
+    flags = rng.random((n, n)) < 0.5
+    table = PairTable(n, {"hop_distance": hops, "exact_rdp": values, "exact_reconstructable": flags,
+                          "ldp_rdp": np.broadcast_to(1.5, (n, n)), "paper_rdp": None})
+    path = write_pairs(table, tmp_path / "pairs.parquet")
+    metadata = pq.ParquetFile(path).metadata
+    assert metadata.num_rows == n * (n - 1)
+    table_rows = list(table.batches(rows=2 * (n - 1)))  # two sources a block
+    assert [batch.num_rows for batch in table_rows] == [2 * (n - 1)] * 3 + [n - 1]
+    pairs = read_pairs(path)
+    assert list(pairs) == ["source", "observer", "hop_distance", "exact_rdp", "exact_reconstructable", "ldp_rdp",
+                           "paper_rdp"]
+    assert pairs["source"].dtype == np.int64 and pairs["exact_reconstructable"].dtype == bool
+    assert not np.any(pairs["source"] == pairs["observer"])
+    expected = values.copy()
+    np.fill_diagonal(expected, np.nan)
+    np.testing.assert_array_equal(pair_matrix(pairs, "exact_rdp", n), expected)  # NaN where NaN, inf kept
+    assert pq.read_table(path).column("exact_rdp").null_count == 1  # NaN is written as null
+    reached = pair_matrix(pairs, "hop_distance", n)
+    assert np.isnan(reached[3, 1]) and reached[1, 3] == hops[1, 3]
+    assert pq.read_table(path).column("hop_distance").type == "int32"
+    off = ~np.eye(n, dtype=bool)
+    np.testing.assert_array_equal(pairs["exact_reconstructable"], flags[off])
+    assert np.all(pairs["ldp_rdp"] == 1.5) and np.all(np.isnan(pairs["paper_rdp"]))
+
+
+def test_protocol_columns_and_facts_follow_the_common_ones(tmp_path: Path) -> None:
+    losses = fake_losses(TOPOLOGY)
+    walk = np.full((N, N), 0.25)
+    losses.columns["ex_ante"] = PairColumn(rdp=walk, eps=2 * walk)
+    losses.facts["communicability"] = np.arange(N * N, dtype=float).reshape(N, N)
+    report = report_for(losses)
+    assert report.document["pairs"]["columns"] == [*PAIR_COLUMNS, "communicability"]
+    write_report(report, tmp_path)
+    pairs = read_pairs(tmp_path, ["source", "observer", "ex_ante_eps", "communicability"])
+    assert np.all(pairs["ex_ante_eps"] == 0.5)
+    np.testing.assert_array_equal(pairs["communicability"], pairs["source"] * N + pairs["observer"])
 
 
 def test_checks_pass_on_consistent_losses() -> None:
@@ -158,7 +274,7 @@ def test_paper_undercount_is_a_finding_not_a_failure() -> None:
     check = next(c for c in loss_checks(losses) if c.name.startswith("paper bound undercounts"))
     assert check.ok and check.detail.startswith(f"{2 * N} of {N * (N - 1)} pairs")
     losses.paper_rdp[:] = losses.exact_rdp
-    assert paper_undercounts(losses) == []
+    assert not paper_undercounts(losses).any()
 
 
 def scaled(losses: PairwiseLosses, factor: float, *, sigma: float) -> PairwiseLosses:
@@ -166,3 +282,11 @@ def scaled(losses: PairwiseLosses, factor: float, *, sigma: float) -> PairwiseLo
     columns = ("paper_rdp", "paper_eps", "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper")
     return dataclasses.replace(losses, sigma=sigma, **{c: getattr(losses, c) * factor for c in columns},
                                ldp_rdp=losses.ldp_rdp * factor, ldp_eps=losses.ldp_eps * factor)
+
+
+def test_column_summary_of_huge_finite_losses_does_not_overflow() -> None:
+    losses = fake_losses(TOPOLOGY)
+    losses.exact_eps_upper[:] = 1e308  # a nearly noiseless run: finite, but their sum is not
+    with np.errstate(over="raise"):
+        spread = report_for(losses).document["summary"]["pair_columns"]["exact_eps_upper"]
+    assert spread["mean"] == pytest.approx(1e308) and spread["max"] == 1e308

@@ -21,6 +21,7 @@ import pytest
 from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon, gaussian_rdp, mixture_rdp, squared_mu
 from coordinator_tools.audit.exact import view_geometry
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
@@ -94,13 +95,10 @@ def audit(root: Path, **options: object) -> dict:
     return audit_run(root, root / "audit", AuditOptions(**{**defaults, **options}))
 
 
-def column(report: dict, name: str, key: str) -> np.ndarray:
-    """A report column as an n x n array [source, observer]; 'inf' as inf, absent as NaN."""
-    matrix = np.full((N, N), np.nan)
-    for pair in report["pairs"]:
-        value = pair.get(name, {}).get(key)
-        matrix[pair["source"], pair["observer"]] = math.inf if value == "inf" else np.nan if value is None else value
-    return matrix
+def column(report: dict, name: str) -> np.ndarray:
+    """A column of the pairs file that `audit` wrote beside the run, as an n x n array [source, observer]; null
+    as NaN."""
+    return pair_matrix(read_pairs(Path(report["replay"]["rundir"]) / "audit", ["source", "observer", name]), name, N)
 
 
 def checks(report: dict) -> dict[str, bool]:
@@ -110,8 +108,7 @@ def checks(report: dict) -> dict[str, bool]:
 def assert_columns_ordered(report: dict) -> None:
     """empirical <= exact <= ldp on every pair."""
     off = ~np.eye(N, dtype=bool)
-    empirical, exact, ldp = (column(report, *c) for c in (("empirical", "eps_lower"), ("exact", "eps_upper"),
-                                                         ("ldp", "eps")))
+    empirical, exact, ldp = (column(report, c) for c in ("empirical_eps_lower", "exact_eps_upper", "ldp_eps"))
     assert np.all(empirical[off] <= exact[off] * (1 + RTOL)), (empirical, exact)
     assert np.all(exact[off] <= ldp[off] * (1 + RTOL)), (exact, ldp)
 
@@ -131,13 +128,13 @@ def test_a_ring_of_one_cycle_leaks_one_noisy_release_to_every_pair(ring_run, tmp
     assert report["protocol"] == "ring-sum" and all(checks(report).values()), report["checks"]
     off = ~np.eye(N, dtype=bool)
     # node 1 receives x_0 + η_0: μ = Δ/σ exactly, and so does every other pair (RDP = p = 1)
-    assert column(report, "exact", "rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
-    assert column(report, "exact", "eps_upper")[0, 1] == pytest.approx(float(gaussian_epsilon(1.0, DELTA)))
+    assert column(report, "exact_rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
+    assert column(report, "exact_eps_upper")[0, 1] == pytest.approx(float(gaussian_epsilon(1.0, DELTA)))
     assert_columns_ordered(report)
-    assert column(report, "ldp", "rdp")[off] == pytest.approx(1.0)  # K = 1 release at σ
-    assert np.all(np.isnan(column(report, "paper", "rdp")[off]))  # Thm 1 states no RDP
+    assert column(report, "ldp_rdp")[off] == pytest.approx(1.0)  # K = 1 release at σ
+    assert np.all(np.isnan(column(report, "paper_rdp")[off]))  # Thm 1 states no RDP
     paper = report["token_walk"]["paper"]
-    assert column(report, "paper", "eps")[off] == pytest.approx(paper["eps"])
+    assert column(report, "paper_eps")[off] == pytest.approx(paper["eps"])
     assert report["run"]["visits"] == [1] * N and report["run"]["noisy_contributions"] == 2
     holders = {token["token_id"]: token["holders"] for token in report["token_walk"]["tokens"]}
     assert holders == {"sum": [0, 1, 2, 3], "result": [3, 0, 1, 2]}
@@ -159,7 +156,7 @@ def test_the_result_token_is_what_tells_a_node_about_the_nodes_after_it():
 def test_distributed_noise_with_a_full_last_draw_stays_within_local_dp(tmp_path):
     report = audit(run(tmp_path, ring(placement="distributed")))
     off = ~np.eye(N, dtype=bool)
-    assert column(report, "exact", "rdp_upper")[off] == pytest.approx(RING_DISTRIBUTED[off], rel=1e-9)
+    assert column(report, "exact_rdp_upper")[off] == pytest.approx(RING_DISTRIBUTED[off], rel=1e-9)
     # the result carries x_3 + η_3 to node 2, and η_3, the last draw, is a full σ: no pair above local DP
     assert checks(report)["exact <= LDP"]
     assert checks(report)["token history is one unbroken chain"]
@@ -179,10 +176,10 @@ def test_two_cycles_end_with_a_noisy_last_contribution_so_the_result_pins_nothin
     what nodes 0 and 1, which see only the result after it, learn of nodes 2 and 3 (1.5).
     """
     report = audit(run(tmp_path, ring(cycles=2)))
-    exact = column(report, "exact", "rdp_upper")
+    exact = column(report, "exact_rdp_upper")
     assert exact[3, 2] == pytest.approx(2.0, rel=1e-9)
     assert np.all((exact[~np.eye(N, dtype=bool)] > 1.0) & (exact[~np.eye(N, dtype=bool)] <= 2.0 * (1 + 1e-9)))
-    assert column(report, "ldp", "rdp")[0, 1] == pytest.approx(2.0)  # K = 2 releases at σ
+    assert column(report, "ldp_rdp")[0, 1] == pytest.approx(2.0)  # K = 2 releases at σ
     assert checks(report)["exact <= LDP"]
     assert report["run"]["noisy_contributions"] == 4
 
@@ -234,7 +231,7 @@ def test_a_broken_token_history_is_a_finding_and_fails_the_chain_check(ring_run,
     assert not checks(report)["token history is one unbroken chain"]
     # the accounting still stands on the history the logs give (node 2 still holds hop 2)
     off = ~np.eye(N, dtype=bool)
-    assert column(report, "exact", "rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
+    assert column(report, "exact_rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
 
 
 def test_a_forward_tried_again_is_one_hand_over(ring_run, tmp_path):
@@ -265,7 +262,7 @@ def test_a_missing_log_is_inferred_from_the_other_side(ring_run, tmp_path):
     inferred = [f for f in report["replay"]["consistency"] if f["kind"] == "inferred_hop"]
     assert [f["node"] for f in inferred] == [3]  # node 2's acknowledged forward of hop 3
     off = ~np.eye(N, dtype=bool)
-    assert column(report, "exact", "rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
+    assert column(report, "exact_rdp_upper")[off] == pytest.approx(RING_SINGLE[off], rel=1e-9)
 
 
 # --- walk-sum --------------------------------------------------------------------------------
@@ -290,11 +287,11 @@ def test_a_walk_is_audited_on_its_realized_path(tmp_path, monkeypatch):
     (token,) = report["token_walk"]["tokens"]
     assert token["holders"] == list(WALK_PATH) and report["run"]["visits"] == WALK_VISITS
     off = ~np.eye(N, dtype=bool)
-    assert column(report, "exact", "rdp_upper")[off] == pytest.approx(WALK_HAND[off], rel=1e-9)
+    assert column(report, "exact_rdp_upper")[off] == pytest.approx(WALK_HAND[off], rel=1e-9)
     # node 0's only contribution goes straight to node 1: μ = Δ/σ, its whole local-DP loss
-    assert column(report, "exact", "eps_upper")[0, 1] == pytest.approx(column(report, "ldp", "eps")[0, 1])
+    assert column(report, "exact_eps_upper")[0, 1] == pytest.approx(column(report, "ldp_eps")[0, 1])
     # local DP per source: its realized visits, each a release at σ
-    assert column(report, "ldp", "rdp")[:, 0][1:] == pytest.approx([2.0, 2.0, 1.0])
+    assert column(report, "ldp_rdp")[:, 0][1:] == pytest.approx([2.0, 2.0, 1.0])
     assert report["baselines"]["ldp"]["rdp"] == pytest.approx(2.0)
     assert_columns_ordered(report)
 
@@ -306,7 +303,7 @@ def test_a_random_walk_keeps_every_invariant_and_checks_thm3s_conditions(tmp_pat
     (token,) = report["token_walk"]["tokens"]
     visits = np.bincount(token["holders"], minlength=N)
     assert report["run"]["visits"] == visits.tolist() and visits.sum() == 12
-    assert column(report, "ldp", "rdp")[:, 0][1:] == pytest.approx(visits[1:].astype(float))
+    assert column(report, "ldp_rdp")[:, 0][1:] == pytest.approx(visits[1:].astype(float))
     paper = report["token_walk"]["paper"]
     conditions = {c["name"]: c["holds"] for c in paper["conditions"]}
     assert conditions["visits of each observer <= N_v"] and not conditions["view = the token's visits (Eq. 4 / Eq. 5)"]

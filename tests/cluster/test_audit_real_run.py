@@ -7,6 +7,7 @@ import pytest
 
 from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from node.viewlog import VIEW_LOG_NAME, read_log
@@ -34,11 +35,8 @@ def transcript_from_logs(rundir, topology) -> Transcript:
                       accelerated=topology.protocol.accelerated, used=tuple(used), received=tuple(received))
 
 
-def exact_matrix(report: dict, n: int, key: str = "rdp_upper") -> np.ndarray:
-    matrix = np.full((n, n), np.nan)
-    for pair in report["pairs"]:
-        matrix[pair["source"], pair["observer"]] = pair["exact"][key]
-    return matrix
+def exact_matrix(audit_dir, n: int, key: str = "rdp_upper") -> np.ndarray:
+    return pair_matrix(read_pairs(audit_dir), f"exact_{key}", n)
 
 
 def test_audit_of_a_killed_node_run_uses_the_weights_really_used(make_cluster_files, tmp_path):
@@ -52,7 +50,7 @@ def test_audit_of_a_killed_node_run_uses_the_weights_really_used(make_cluster_fi
     report = audit_run(result.rundir, tmp_path / "audit",
                        AuditOptions(attack_pairs="none", with_private_logs=True))
     assert all(check["ok"] for check in report["checks"]), report["checks"]
-    audited = exact_matrix(report, topology.n)
+    audited = exact_matrix(tmp_path / "audit", topology.n)
 
     params = topology.protocol
     kwargs = dict(sigma=params.sigma, sensitivity=params.sensitivity, alpha=params.alpha, delta=report["delta"])
@@ -60,7 +58,7 @@ def test_audit_of_a_killed_node_run_uses_the_weights_really_used(make_cluster_fi
     planned = account(planned_transcript(topology), **kwargs)
     off_diagonal = ~np.eye(topology.n, dtype=bool)
     np.testing.assert_allclose(audited[off_diagonal], recomputed.exact_rdp_upper[off_diagonal], rtol=1e-9)
-    np.testing.assert_allclose(exact_matrix(report, topology.n, "rdp")[off_diagonal],
+    np.testing.assert_allclose(exact_matrix(tmp_path / "audit", topology.n, "rdp")[off_diagonal],
                                recomputed.exact_rdp[off_diagonal], rtol=1e-9)
     assert np.abs(audited - planned.exact_rdp_upper)[off_diagonal].max() > 1e-3
     # Node 3 stopped early: nobody hears its later values, so its row of losses can only shrink.

@@ -18,6 +18,7 @@ import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.cluster.launch import node_log_dir
 from node.codec import from_tensor
 from node.learning import metric
@@ -148,21 +149,24 @@ def divergence_blocks(view: np.ndarray, observer: int) -> np.ndarray:
     return blocks
 
 
-def check_exact_column(report: dict, logs: list[LogContents], sent: Coefficients, params: MuffliatoGDParams) -> int:
-    """Every pair's μ² from the rebuilt rows against the report's `exact`; return how many pairs are aligned.
+def check_exact_column(report: dict, pairs: dict[str, np.ndarray], logs: list[LogContents], sent: Coefficients,
+                       params: MuffliatoGDParams) -> int:
+    """Every pair's μ² from the rebuilt rows against the `exact` columns of the report's `pairs` (`read_pairs`);
+    return how many pairs are aligned.
 
     The audit's lower end is the worst change of ±Δ at every step (exact for scalar gradients): all
     2^(T−1) sign patterns here. Where X_u ≥ 0 entrywise the aligned change (the same Δ every step) is
     that worst one and the upper end is it too; elsewhere the upper end may only be larger.
     """
     alpha, delta, scale = report["alpha"], report["delta"], (params.sensitivity / params.sigma) ** 2
-    audited = {(pair["source"], pair["observer"]): pair["exact"] for pair in report["pairs"]}
+    keys = ("rdp", "eps", "rdp_upper", "eps_upper", "ill_conditioned")
+    audited = {key: pair_matrix(pairs, f"exact_{key}", N) for key in keys}
     signs = np.array([(1.0, *rest) for rest in itertools.product((1.0, -1.0), repeat=params.steps - 1)])
     aligned_pairs = 0
     for v, log in enumerate(logs):
         blocks = divergence_blocks(np.array([sent[r, w] for r, w, _, _ in gossip_received(log)]), v)
         for u in (u for u in range(N) if u != v):
-            exact, block = audited[u, v], blocks[u]
+            exact, block = {key: audited[key][u, v] for key in keys}, blocks[u]
             worst = scale * np.max(np.einsum("cs,st,ct->c", signs, block, signs))
             assert not exact["ill_conditioned"] and 0.0 < worst <= scale * params.steps * (1 + 1e-9), (u, v, worst)
             np.testing.assert_allclose(2 * exact["rdp"] / alpha, worst, rtol=EXACT_RTOL, err_msg=f"{u} -> {v}")
@@ -192,4 +196,4 @@ def test_least_squares_exact_column_matches_a_rebuild_from_the_logs(tmp_path: Pa
     sent, final = propagate(topology, logs)
     assert check_payloads(logs, sent, final, result.rundir) == N * 3 * params.rounds  # 3 neighbours, every round
     report = audit_run(result.rundir, tmp_path / "audit", AuditOptions(with_private_logs=True, attack_pairs="none"))
-    assert check_exact_column(report, logs, sent, params) == N  # K = 2 on the 3-cube: X ≥ 0 for the antipode only
+    assert check_exact_column(report, read_pairs(tmp_path / "audit"), logs, sent, params) == N  # K = 2 on the 3-cube: X ≥ 0 for the antipode only

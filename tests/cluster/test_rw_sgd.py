@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.rw_sgd import theory
 from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
@@ -137,13 +138,14 @@ def test_a_capped_noisy_walk_is_audited_as_the_closed_forms_computed_from_the_ra
     bearing = theory.contributions(path, 5, N)
     realized = theory.realized_path_rdp(path, bearing, N, params.alpha, params.sigma, params.sensitivity)
     exact = theory.segment_exact_rdp(path, bearing, N, params.alpha, params.sigma, params.sensitivity)
-    for pair in report["pairs"]:
-        u, v = pair["source"], pair["observer"]
-        assert pair["realized_path"]["rdp"] == pytest.approx(realized[u, v], rel=1e-9, abs=1e-12), (u, v)
-        assert pair["exact"]["rdp_upper"] == pytest.approx(exact[u, v], rel=1e-6, abs=1e-9), (u, v)
-        assert pair["exact"]["rdp_upper"] <= pair["realized_path"]["rdp"] * (1 + 1e-9) + 1e-12, (u, v)
-        assert pair["exact"]["rdp_upper"] <= pair["ldp"]["rdp"] * (1 + 1e-9), (u, v)
-        assert pair["paper"]["rdp"] is not None  # σ_m² = 4 = 2α(α − 1): the theorem holds at α = 2
+    pairs = read_pairs(tmp_path / "audit")
+    names = ("source", "observer", "realized_path_rdp", "exact_rdp_upper", "ldp_rdp", "paper_rdp")
+    for u, v, path_rdp, exact_rdp, ldp_rdp, paper_rdp in zip(*(pairs[name] for name in names)):
+        assert path_rdp == pytest.approx(realized[u, v], rel=1e-9, abs=1e-12), (u, v)
+        assert exact_rdp == pytest.approx(exact[u, v], rel=1e-6, abs=1e-9), (u, v)
+        assert exact_rdp <= path_rdp * (1 + 1e-9) + 1e-12, (u, v)
+        assert exact_rdp <= ldp_rdp * (1 + 1e-9), (u, v)
+        assert not np.isnan(paper_rdp)  # σ_m² = 4 = 2α(α − 1): the theorem holds at α = 2
 
 
 def test_a_sender_anonymous_walk_leaves_no_sender_id_in_any_receivers_log(tmp_path):

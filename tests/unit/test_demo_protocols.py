@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS
 from coordinator_tools.datasets import node_data_file
 from coordinator_tools.learning_data import load_test_set
@@ -50,7 +51,7 @@ def test_the_demo_learns_breast_cancer_at_single_digit_pairwise_epsilon(tmp_path
     asyncio.run(run_inprocess(topology, shards, tmp_path, lambda v: SimulationSampler(100 + v)))
     report = audit_run(tmp_path, tmp_path / "audit", AuditOptions(attack_pairs="none", data=tmp_path / "data"))
     assert all(check["ok"] for check in report["checks"]), report["checks"]
-    eps = np.array([pair["exact"]["eps_upper"] for pair in report["pairs"]])
+    eps = read_pairs(tmp_path / "audit", ["exact_eps_upper"])["exact_eps_upper"]
     assert report["delta"] == 1e-5 and eps.max() < 10 and eps.mean() < 4
     utility = report["utility"]
     _, _, test_y = load_test_set(tmp_path / "data")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
+from netdp.v1 import viewlog_pb2
+
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
@@ -21,10 +23,12 @@ from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.protocols.muffliato.plan import plan
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
-from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
+from coordinator_tools.audit.protocols.muffliato.transcript import (
+    Transcript,
+    planned_transcript,
+)
 from coordinator_tools.audit.records import Finding, NodeLog, single_draw_problem
 from coordinator_tools.audit.report import json_number, observer_means
-from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.message import GOSSIP, MessageId, kind_of
 from node.protocols.muffliato import NOISE_PURPOSE, PROTOCOL_NAME

@@ -17,7 +17,12 @@ from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.exact import Method, ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
-from coordinator_tools.audit.protocols.muffliato.coefficients import float_rounds, rational_history
+from coordinator_tools.audit.protocols.muffliato.coefficients import (
+    float_rounds,
+    modular_rounds,
+    rational_history,
+)
+from coordinator_tools.audit.protocols.muffliato.krylov import krylov_bases
 from coordinator_tools.audit.protocols.muffliato.paper import message_sum
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
 
@@ -25,8 +30,8 @@ from coordinator_tools.audit.protocols.muffliato.transcript import Message, Tran
 def linear_model(transcript: Transcript) -> LinearGaussianModel:
     """One row per value some node received, sorted by round then sender; z = x + η columns.
 
-    Float rows are picked round by round from the streamed coefficients; rational rows are
-    computed only if the exact method asks for them.
+    Float rows are picked round by round from the streamed coefficients; rational and
+    modular rows, and Krylov bases of views, are computed only if the exact method asks.
     """
     messages = sorted({m for view in transcript.received for m in view}, key=lambda m: (m[1], m[0]))
     index = {message: i for i, message in enumerate(messages)}
@@ -42,7 +47,16 @@ def linear_model(transcript: Transcript) -> LinearGaussianModel:
     def exact_rows() -> fmpq_mat:
         return _rational_rows(transcript, messages)
 
-    return LinearGaussianModel(n=transcript.n, inputs=rows, received=received, exact_rows=exact_rows)
+    def sketch(prime: int, columns: np.ndarray) -> np.ndarray:
+        sketched = np.zeros((len(messages), columns.shape[1]), dtype=np.int64)
+        rounds = modular_rounds(transcript, accelerated=transcript.accelerated, prime=prime, sketch=columns)
+        for t, coefficients in enumerate(rounds):
+            for i, w in by_round.get(t, ()):
+                sketched[i] = coefficients[w]
+        return sketched
+
+    return LinearGaussianModel(n=transcript.n, inputs=rows, received=received, exact_rows=exact_rows,
+                               sketch=sketch, span_basis=krylov_bases(transcript, messages))
 
 
 def transcript_geometry(
@@ -52,10 +66,15 @@ def transcript_geometry(
     return view_geometry(linear_model(transcript), threat_model, method=method)
 
 
-def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-    """All pairwise losses of the run in `transcript` at the noise, sensitivity, order and δ of `options`."""
+def account(transcript: Transcript, geometry: ViewGeometry | None = None,
+            **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+    """All pairwise losses of the run in `transcript` at the noise, sensitivity, order and δ of `options`.
+
+    `geometry`, when the caller already has it (calibration), is not computed again.
+    """
     threat_model = options.get("threat_model", ThreatModel())
-    return account_model(linear_model(transcript), message_sum(transcript, threat_model), **options)
+    return account_model(linear_model(transcript), message_sum(transcript, threat_model), geometry=geometry,
+                         **options)
 
 
 def _rational_rows(transcript: Transcript, messages: list[Message]) -> fmpq_mat:

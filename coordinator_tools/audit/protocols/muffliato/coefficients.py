@@ -6,9 +6,11 @@ follow the nodes' own recursion (`Transcript.realized_row`, first step plain, th
 With ``accelerated=False`` the rows are the plain products W_{0:t} = W_{t-1}…W_0 that
 Muffliato's Thm 1 uses even for accelerated runs.
 
-Two arithmetics: float rows for scale (one sparse product per round, O(n²·d), never a dense
-n³ product), and exact rational rows (python-flint) for small graphs, where a rank decides
-whether a node can solve for another's input and rounding must not decide it.
+Three arithmetics: float rows for scale (one sparse product per round, O(n²·d), never a dense
+n³ product); exact rational rows (python-flint) for small graphs, where a rank decides
+whether a node can solve for another's input and rounding must not decide it; and the exact
+rows modulo a prime, times a random sketch (O(n·c·d) per round), whose ranks certify the
+float ones at any n (`audit.modular`).
 
 Rows of values a node never computed (it stopped early) are unspecified; `check_transcript`
 guarantees no message and no mixing step reads them.
@@ -24,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from flint import fmpq, fmpq_mat
 
+from coordinator_tools.audit.modular import mulmod, residue
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from node.mixing import accelerated_step, metropolis_weight, min_degree_weight
 from node.topology import Topology
@@ -62,7 +65,7 @@ def float_rounds(transcript: Transcript, *, accelerated: bool) -> Iterator[np.nd
     for t in range(transcript.rounds):
         yield current
         if t + 1 < transcript.rounds:
-            mixed = _float_matrix(transcript, t) @ current
+            mixed = float_matrix(transcript, t) @ current
             following = _next_rows(t, previous, mixed, accelerated, transcript.omega)
             previous = current if accelerated else following  # plain rows need no history: save n² floats
             current = following
@@ -91,6 +94,24 @@ def rational_history(transcript: Transcript, *, accelerated: bool) -> list[fmpq_
     return history
 
 
+def modular_rounds(transcript: Transcript, *, accelerated: bool, prime: int, sketch: np.ndarray) -> Iterator[np.ndarray]:
+    """C^0 R, …, C^{T-1} R modulo `prime` for an integer n × c matrix R: the exact rows, sketched."""
+    check_transcript(transcript)
+    omega = residue(*Fraction(transcript.omega).as_integer_ratio(), prime)
+    current = sketch % prime
+    previous = current
+    matrices: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}  # W_t is usually the same every round
+    for t in range(transcript.rounds):
+        yield current
+        if t + 1 < transcript.rounds:
+            key = (t // transcript.rounds_per_step,
+                   *(used[t] if t < len(used) else None for used in transcript.used))
+            if key not in matrices:
+                matrices[key] = _modular_matrix(transcript, t, prime)
+            mixed = mulmod(*matrices[key], current, prime)
+            previous, current = current, _next_rows(t, previous, mixed, accelerated, omega) % prime
+
+
 def _exact_edge_weight(topology: Topology, u: int, v: int) -> Fraction:
     """W_uv as the exact rational the topology's weighting defines, matching its float."""
     published = topology.edge_weights[(u, v)]
@@ -108,7 +129,7 @@ def _next_rows(t: int, previous: RowsT, mixed: RowsT, accelerated: bool, omega: 
     return mixed if t == 0 or not accelerated else accelerated_step(previous, mixed, omega)
 
 
-def _float_matrix(transcript: Transcript, t: int) -> sp.csr_matrix:
+def float_matrix(transcript: Transcript, t: int) -> sp.csr_matrix:
     """W_t as applied in round t; rows of nodes that stopped before round t are empty."""
     rows: list[int] = []
     cols: list[int] = []
@@ -122,18 +143,36 @@ def _float_matrix(transcript: Transcript, t: int) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(transcript.n, transcript.n))
 
 
+def _exact_row(transcript: Transcript, v: int, t: int) -> dict[int, Fraction]:
+    """Row v of W_t exactly: the used peers' exact weights, the rest of the row on the self-loop."""
+    peers = [w for w in transcript.realized_row(v, t) if w != v]
+    weights = {w: _exact_edge_weight(transcript.topology, v, w) for w in peers}
+    weights[v] = 1 - sum(weights.values(), Fraction(0))
+    return weights
+
+
 def _rational_matrix(transcript: Transcript, t: int) -> fmpq_mat:
-    """W_t exactly: the used peers' exact weights, the rest of the row on the self-loop."""
-    n, topology = transcript.n, transcript.topology
+    """W_t exactly; rows of nodes that stopped before round t are empty."""
+    n = transcript.n
     matrix = fmpq_mat(n, n)
     for v in range(n):
         if t < transcript.completed_rounds(v):
-            peers = [w for w in transcript.realized_row(v, t) if w != v]
-            weights = {w: _exact_edge_weight(topology, v, w) for w in peers}
-            weights[v] = 1 - sum(weights.values(), Fraction(0))
-            for w, weight in weights.items():
+            for w, weight in _exact_row(transcript, v, t).items():
                 matrix[v, w] = fmpq(weight.numerator, weight.denominator)
     return matrix
+
+
+def _modular_matrix(transcript: Transcript, t: int, prime: int) -> tuple[np.ndarray, np.ndarray]:
+    """W_t mod prime as (columns, weights) of each row's nonzeros, padded with weight 0."""
+    rows = [_exact_row(transcript, v, t) if t < transcript.completed_rounds(v) else {} for v in range(transcript.n)]
+    width = max(len(row) for row in rows)
+    columns = np.zeros((transcript.n, width), dtype=np.int64)
+    weights = np.zeros((transcript.n, width), dtype=np.int64)
+    for v, row in enumerate(rows):
+        for slot, (w, weight) in enumerate(row.items()):
+            columns[v, slot] = w
+            weights[v, slot] = residue(weight.numerator, weight.denominator, prime)
+    return columns, weights
 
 
 def _identity(n: int) -> fmpq_mat:

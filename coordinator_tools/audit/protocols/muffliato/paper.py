@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from coordinator_tools.audit.conversion import squared_mu
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.progress import tracked
 from coordinator_tools.audit.protocols.muffliato.coefficients import float_rounds
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
 from coordinator_tools.audit.views import coalition
@@ -37,7 +38,8 @@ def message_sum(transcript: Transcript, threat_model: ThreatModel = ThreatModel(
     views = [{message for member in members for message in transcript.received[member]} for members in coalitions]
     indicators = _round_indicators(views, n, transcript.rounds)
     total = np.zeros((n, n))  # [v, u] while accumulating: rows are observers
-    for t, rows in enumerate(float_rounds(transcript, accelerated=False)):
+    rounds = float_rounds(transcript, accelerated=False)
+    for t, rows in enumerate(tracked(rounds, "paper: rounds", transcript.rounds)):
         share = np.square(rows)
         norms = share.sum(axis=1, keepdims=True)
         np.divide(share, norms, out=share, where=norms > 0)

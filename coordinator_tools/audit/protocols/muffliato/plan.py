@@ -10,7 +10,10 @@ from __future__ import annotations
 from coordinator_tools.audit.conversion import Conversion
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plan import Plan, Target, baseline_sigmas, calibrate_sigma
-from coordinator_tools.audit.protocols.muffliato.accountant import account, transcript_geometry
+from coordinator_tools.audit.protocols.muffliato.accountant import (
+    account,
+    transcript_geometry,
+)
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.theory import muffliato_t_stop, worst_case_spread
 from node.topology import Topology
@@ -32,9 +35,10 @@ def plan(
     """Account the planned run; with a target, at the smallest σ that meets it instead of `sigma`."""
     transcript = planned_transcript(topology, rounds=rounds, accelerated=accelerated)
     details: dict[str, object] = {"rounds": rounds, "accelerated": accelerated}
+    geometry = None
     if target is not None:
-        geometry = transcript_geometry(transcript, threat_model).upper
-        sigmas = {"exact": calibrate_sigma(geometry, sensitivity=sensitivity, delta=delta, target=target),
+        geometry = transcript_geometry(transcript, threat_model)
+        sigmas = {"exact": calibrate_sigma(geometry.upper, sensitivity=sensitivity, delta=delta, target=target),
                   **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=delta, target=target)}
         sigma = sigmas["exact"]
         details["calibration"] = {"target_eps": target.epsilon, "rule": target.rule, "sigma": sigmas}
@@ -42,7 +46,7 @@ def plan(
               if sigma > 0 else None)
     details["t_stop"] = t_stop
     losses = account(
-        transcript, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
+        transcript, geometry, sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta,
         threat_model=threat_model, conversion=conversion,
     )  # fmt: skip
     headline = (f"n = {topology.n}, T = {rounds} ({'accelerated' if accelerated else 'plain'}), "

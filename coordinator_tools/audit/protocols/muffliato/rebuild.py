@@ -13,9 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript, planned_transcript
-from coordinator_tools.audit.records import Finding, NodeLog, Severity
 from netdp.v1 import viewlog_pb2
+
+from coordinator_tools.audit.protocols.muffliato.transcript import (
+    Message,
+    Transcript,
+    planned_transcript,
+)
+from coordinator_tools.audit.records import Finding, NodeLog, Severity
 from node.topology import Topology
 
 

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
-from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL, PayloadComparison, TrajectoryCheck, missing_inputs
+from coordinator_tools.audit.trajectories import (
+    TRAJECTORY_RTOL,
+    PayloadComparison,
+    TrajectoryCheck,
+    missing_inputs,
+)
 from node.mixing import accelerated_step
 from node.protocols.muffliato import NOISE_PURPOSE
 

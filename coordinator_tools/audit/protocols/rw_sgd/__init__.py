@@ -78,19 +78,16 @@ class RwSgdAuditor(TokenSumAuditor):
 
 
 def walk_facts(topology: Topology, contributions: np.ndarray, accounting: Mapping[str, Any]) -> dict[str, object]:
-    """The report's `rw_sgd` block: Thm 3's validity and size, contributions, and the graph's communicability."""
+    """The report's `rw_sgd` block: Thm 3's validity and size, and contributions (the graph's communicability is a
+    column of the pairs file)."""
     params = topology.protocol
     alpha, multiplier = accounting["alpha"], accounting["sigma"] / accounting["sensitivity"]
     single = theorem3_matrix(topology, alpha, multiplier)
-    adjacency = np.zeros((topology.n, topology.n))
-    for v, peers in enumerate(topology.neighbours):
-        adjacency[v, list(peers)] = 1.0
     return {
         "sender": params.sender, "contribution_cap": params.contribution_cap,
         "contributions": contributions.tolist(),
         "theorem3": {"order_valid": bool(theory.order_valid(alpha, multiplier)), "noise_multiplier": multiplier,
                      **_spread(single)},
-        "communicability": theory.estrada_communicability(adjacency).tolist(),
     }
 
 

@@ -109,7 +109,16 @@ def account(run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLoss
     rng = np.random.default_rng(DEFAULT_SEED)
     losses.columns["ex_ante"] = ex_ante_column([simulated_walk(topology, rng) for _ in range(DEFAULT_WALKS)],
                                                options)
+    losses.facts["communicability"] = communicability(topology)
     return losses
+
+
+def communicability(topology: Topology) -> np.ndarray:
+    """The graph's Estrada–Hatano communicability expm(A) [u, v], shown beside the losses (ICML 2024 Fig. 3)."""
+    adjacency = np.zeros((topology.n, topology.n))
+    for v, peers in enumerate(topology.neighbours):
+        adjacency[v, list(peers)] = 1.0
+    return theory.estrada_communicability(adjacency)
 
 
 def ex_ante_column(walks: Sequence[TokenRun], options: AccountingOptions) -> PairColumn:

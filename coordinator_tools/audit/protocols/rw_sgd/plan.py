@@ -15,6 +15,7 @@ from coordinator_tools.audit.protocols.rw_sgd.accountant import (
     DEFAULT_SEED,
     DEFAULT_WALKS,
     NOTES,
+    communicability,
     ex_ante_column,
     order_notes,
     paper_column,
@@ -47,6 +48,7 @@ def plan_walk(topology: Topology, options: PlanOptions) -> Plan:
                             alpha=accounting["alpha"], delta=options.delta, threat_model=options.threat_model,
                             notes=NOTES, releases=np.stack([walk.visits() for walk in walks]))
     losses.columns["ex_ante"] = ex_ante_column(walks, accounting)
+    losses.facts["communicability"] = communicability(topology)
     losses.notes.extend(order_notes(accounting))
     details: dict[str, object] = {"walks": count, "seed": seed, "steps": params.steps,
                                   "expected_contributions": expected}
