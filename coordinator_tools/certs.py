@@ -1,10 +1,12 @@
-"""`netdp certs`: a cluster CA and one mutual-TLS certificate per node of a topology.
+"""`netdp certs`: a cluster CA and one mutual-TLS certificate per node process of a topology.
 
-Layout written under --out (see node/security.py for the identity scheme):
+The node ids that share an address in the topology are hosted by one process: they get one
+certificate naming all of them (see node/security.py for the identity scheme). Layout written
+under --out:
 
     DIR/ca.pem, DIR/ca.key            the cluster CA; ca.key stays with the operator
-    DIR/node-<id>/ca.pem              what node <id> mounts (read-only) as its --tls-dir
-    DIR/node-<id>/node.pem
+    DIR/node-<id>/ca.pem              what the process hosting <id> mounts (read-only) as its --tls-dir
+    DIR/node-<id>/node.pem            (the same files for every id of one process)
     DIR/node-<id>/node.key            mode 0600
 
 Keys are ECDSA P-256, which every gRPC TLS stack accepts.
@@ -16,6 +18,7 @@ import argparse
 import datetime as dt
 import ipaddress
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from coordinator_tools.compose import service_name
 from node.errors import ConfigError
 from node.security import CA_FILE, CERT_FILE, KEY_FILE, node_name
-from node.topology import Topology, load_topology
+from node.topology import Topology, hosted_ids, load_topology
 
 CA_KEY_FILE = "ca.key"
 CLOCK_SKEW = dt.timedelta(minutes=5)
@@ -60,12 +63,17 @@ def make_ca(label: str, days: int) -> Issued:
     return Issued(key, certificate)
 
 
-def issue_node_certificate(ca: Issued, node_id: int, hosts: list[str], days: int) -> Issued:
-    """A server+client certificate for one node: CN and first SAN `netdp-node-<id>`, then `hosts`."""
+def issue_node_certificate(ca: Issued, node_ids: Sequence[int], hosts: list[str], days: int) -> Issued:
+    """A server+client certificate for a process hosting `node_ids`: one SAN `netdp-node-<id>` each, then `hosts`.
+
+    Its CN is `netdp-node-<id>` for one id, a description for several (identity is read from the SANs only).
+    """
     key = ec.generate_private_key(ec.SECP256R1())
+    common_name = (node_name(node_ids[0]) if len(node_ids) == 1
+                   else f"netdp node process, {len(node_ids)} ids from {min(node_ids)}")
     subject = x509.Name([
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, "netdp"),
-        x509.NameAttribute(NameOID.COMMON_NAME, node_name(node_id)),
+        x509.NameAttribute(NameOID.COMMON_NAME, common_name),
     ])
     certificate = (
         _builder(subject, ca.certificate.subject, key.public_key(), days)
@@ -74,7 +82,8 @@ def issue_node_certificate(ca: Issued, node_id: int, hosts: list[str], days: int
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
-        .add_extension(x509.SubjectAlternativeName(_general_names([node_name(node_id), *hosts])), critical=False)
+        .add_extension(x509.SubjectAlternativeName(_general_names([*map(node_name, node_ids), *hosts])),
+                       critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
         )
@@ -120,18 +129,21 @@ def _general_names(hosts: list[str]) -> list[x509.GeneralName]:
     return names
 
 
-def node_hosts(topology: Topology, node_id: int) -> list[str]:
-    """Names a tool may dial node `node_id` by: its compose service, its topology host, loopback."""
-    host = topology.address_of(node_id).rpartition(":")[0].strip("[]")
+def node_hosts(topology: Topology, node_ids: Sequence[int]) -> list[str]:
+    """Names a tool may dial the process hosting `node_ids` by: their compose services, its topology host, loopback."""
+    host = topology.address_of(node_ids[0]).rpartition(":")[0].strip("[]")
     try:
         listed = [] if ipaddress.ip_address(host) in UNSPECIFIED_IPS else [host]
     except ValueError:
         listed = [host]
-    return [service_name(node_id), *listed, *LOOPBACK_NAMES, *LOOPBACK_IPS]
+    return [*map(service_name, node_ids), *listed, *LOOPBACK_NAMES, *LOOPBACK_IPS]
 
 
-def write_cluster_certs(topology: Topology, out: Path, days: int, force: bool = False) -> None:
-    """Make the CA and every node's TLS directory under `out`; refuse to replace a CA unless `force`."""
+def write_cluster_certs(topology: Topology, out: Path, days: int, force: bool = False) -> int:
+    """Make the CA and every node's TLS directory under `out`; return how many processes got a certificate.
+
+    Refuses to replace a CA unless `force`.
+    """
     if (out / CA_KEY_FILE).exists() and not force:
         raise ConfigError(
             f"{out / CA_KEY_FILE} exists; pass --force to replace this cluster's CA and all node certificates"
@@ -141,13 +153,17 @@ def write_cluster_certs(topology: Topology, out: Path, days: int, force: bool = 
     out.mkdir(parents=True, exist_ok=True)
     _write(out / CA_FILE, ca_pem, 0o644)
     _write(out / CA_KEY_FILE, _key_pem(ca.key), 0o600)
-    for node in topology.nodes:
-        issued = issue_node_certificate(ca, node.id, node_hosts(topology, node.id), days)
-        directory = out / service_name(node.id)
-        directory.mkdir(exist_ok=True)
-        _write(directory / CA_FILE, ca_pem, 0o644)
-        _write(directory / CERT_FILE, issued.certificate.public_bytes(serialization.Encoding.PEM), 0o644)
-        _write(directory / KEY_FILE, _key_pem(issued.key), 0o600)
+    processes = hosted_ids(topology)
+    for node_ids in processes:
+        issued = issue_node_certificate(ca, node_ids, node_hosts(topology, node_ids), days)
+        cert_pem, key_pem = issued.certificate.public_bytes(serialization.Encoding.PEM), _key_pem(issued.key)
+        for node_id in node_ids:
+            directory = out / service_name(node_id)
+            directory.mkdir(exist_ok=True)
+            _write(directory / CA_FILE, ca_pem, 0o644)
+            _write(directory / CERT_FILE, cert_pem, 0o644)
+            _write(directory / KEY_FILE, key_pem, 0o600)
+    return len(processes)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -168,18 +184,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.days < 1:
         raise ConfigError(f"--days must be at least 1, got {args.days}")
     topology = load_topology(args.topology)
-    write_cluster_certs(topology, args.out, args.days, args.force)
-    print(f"wrote a cluster CA and {topology.n} node certificates to {args.out}")
-    print(f"mount {args.out}/node-<id>/ into node <id> as --tls-dir; keep {args.out / CA_KEY_FILE} private")
+    processes = write_cluster_certs(topology, args.out, args.days, args.force)
+    print(f"wrote a cluster CA and {processes} node process certificates for {topology.n} node ids to {args.out}")
+    print(f"mount {args.out}/node-<id>/ into the process hosting node <id> as --tls-dir; "
+          f"keep {args.out / CA_KEY_FILE} private")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "certs",
-        help="make a cluster CA and one mutual-TLS certificate per node",
-        description="Make a cluster CA and, for every node of TOPOLOGY, a certificate naming its id "
-        "(CN netdp-node-<id>) signed by that CA. Nodes accept only peers whose certificate this CA signed.",
+        help="make a cluster CA and one mutual-TLS certificate per node process",
+        description="Make a cluster CA and, for every node process of TOPOLOGY (the node ids sharing an "
+        "address), a certificate naming each of its ids (subjectAltName netdp-node-<id>) signed by that CA. "
+        "Nodes accept only peers whose certificate this CA signed, and only messages from an id it names.",
     )
     parser.add_argument("topology", type=Path, metavar="TOPOLOGY", help="published topology file (JSON)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",

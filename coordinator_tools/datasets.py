@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from node.data import SUPPORTED_SUFFIXES, save_vector
+from node.data import NODE_FILE_PATTERN, save_vector
+from node.data import node_data_file as node_data_file  # re-exported for the tools
 from node.errors import ConfigError
 from node.topology import load_topology
 
-NODE_FILE_PATTERN = "node-{id}"
 SEED_BITS = 31
 
 
@@ -45,16 +45,6 @@ def write_node_files(values: np.ndarray, out_dir: Path) -> list[Path]:
     for path, value in zip(paths, values):
         save_vector(value, path)
     return paths
-
-
-def node_data_file(data_dir: Path, node_id: int) -> Path:
-    """The data file of one node in a data folder, whatever its supported format."""
-    stem = NODE_FILE_PATTERN.format(id=node_id)
-    for suffix in SUPPORTED_SUFFIXES:
-        candidate = Path(data_dir) / f"{stem}{suffix}"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(f"{data_dir}: no data file for node {node_id} (expected {stem}.json, .npy, .npz or .csv)")
 
 
 def chosen_seed(seed: int | None) -> int:
@@ -108,5 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     generate.set_defaults(handler=_generate_command)
     # learning_data imports this module's names: importing it at the top would be circular
     from coordinator_tools.learning_data import register_split
+    from coordinator_tools.personalized_task import register_task
 
     register_split(data_sub)
+    register_task(data_sub)

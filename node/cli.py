@@ -1,4 +1,4 @@
-"""`netdp-node`: run one peer of a published topology."""
+"""`netdp-node`: run one peer of a published topology, or the several ids published at one address."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from node.errors import NetdpError
-from node.runtime import NodeConfig, run_node
-from node.topology import load_topology
+from node.data import node_data_file
+from node.errors import ConfigError, NetdpError
+from node.idset import parse_ids
+from node.noise import node_seed
+from node.runtime import NodeConfig, run_process
+from node.topology import Topology, load_topology
 
 INSECURE_WARNING = (
     "netdp-node: WARNING: running WITHOUT TLS. Messages are unauthenticated plain text and any "
@@ -22,24 +25,37 @@ INSECURE_WARNING = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="netdp-node",
-        description="Run one peer: serve its gRPC endpoint, gossip with its neighbours, log its view.",
+        description="Run one peer: serve its gRPC endpoint, gossip with its neighbours, log its view. With "
+                    "--nodes, run every node id the topology publishes at one address behind one gRPC server; "
+                    "each id keeps its own data, noise, view log and estimate.",
     )
     parser.add_argument("--topology", type=Path, required=True, help="published topology file (JSON)")
-    parser.add_argument("--id", type=int, required=True, dest="node_id", help="this node's id in the topology")
-    parser.add_argument("--data", type=Path, required=True, help="this node's private vector (JSON, NPY, NPZ or CSV)")
-    parser.add_argument("--log-dir", type=Path, required=True, help="where view.log, private.log and estimate.json go")
+    hosted = parser.add_mutually_exclusive_group(required=True)
+    hosted.add_argument("--id", type=int, dest="node_id", help="this node's id in the topology")
+    hosted.add_argument("--nodes", type=parse_ids, metavar="IDS",
+                        help="the node ids this process hosts, e.g. 0-255 or 0-3,8: all the ids the topology "
+                             "publishes at one address")
+    parser.add_argument("--data", type=Path, required=True,
+                        help="with --id: this node's private vector (JSON, NPY, NPZ or CSV); with --nodes: the "
+                             "folder holding node-<id>.<ext> for every hosted id")
+    parser.add_argument("--log-dir", type=Path, required=True,
+                        help="with --id: where view.log, private.log and estimate.json go; with --nodes: the "
+                             "folder that gets node-<id>/ for every hosted id")
     parser.add_argument("--sampler", choices=("secure", "simulation"), default="secure",
                         help="noise sampler: 'secure' (CSPRNG, exact discrete Gaussian; default) or "
                              "'simulation' (seeded numpy, for reproducible experiments only)")
     parser.add_argument("--sim-seed", type=int, default=None,
-                        help="seed of the simulation sampler (never logged)")
+                        help="seed of the simulation sampler (never logged); with --nodes, the run's master seed "
+                             "from which each hosted id derives its own, as `netdp run --seed` does")
     security = parser.add_mutually_exclusive_group(required=True)
-    security.add_argument("--tls-dir", type=Path, help="folder with ca.pem, node.pem, node.key (from `netdp certs`)")
+    security.add_argument("--tls-dir", type=Path,
+                          help="folder with ca.pem, node.pem, node.key (from `netdp certs`; the certificate names "
+                               "every hosted id)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC without authentication (demos only)")
     parser.add_argument("--fault-kill-at-step", "--fault-kill-at-round", type=int, default=None, metavar="STEP",
                         dest="fault_kill_at_step",
-                        help="fault injection for tests and experiments: SIGKILL this node as its local step "
-                             "STEP starts (a round of synchronous gossip, a tick of its clock in async gossip; in a "
+                        help="fault injection for tests and experiments: SIGKILL this process as a hosted id's "
+                             "local step STEP starts (a round of synchronous gossip, a tick of its clock in async gossip; in a "
                              "token walk, step k starts once it has passed the token on after k visits, step 0 as "
                              "it starts)")
     parser.add_argument("--fault-lose-replies", type=float, default=0.0, metavar="FRACTION",
@@ -68,29 +84,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.insecure:
         print(INSECURE_WARNING, file=sys.stderr)
     try:
-        config = NodeConfig(
-            topology=load_topology(args.topology),
-            node_id=args.node_id,
-            data_path=args.data,
-            log_dir=args.log_dir,
-            sampler=args.sampler,
-            simulation_seed=args.sim_seed,
-            tls_dir=None if args.insecure else args.tls_dir,
-            kill_at_step=args.fault_kill_at_step,
-            lost_reply_fraction=args.fault_lose_replies,
-            lost_ack_fraction=args.fault_lose_acks,
-        )
-        if not 0 <= config.node_id < config.topology.n:
-            raise NetdpError(f"--id {config.node_id} is not a node of {args.topology} (n = {config.topology.n})")
-        outcome = asyncio.run(run_node(config))
+        topology = load_topology(args.topology)
+        if args.node_id is not None and not 0 <= args.node_id < topology.n:
+            raise ConfigError(f"--id {args.node_id} is not a node of {args.topology} (n = {topology.n})")
+        outcomes = asyncio.run(run_process(_config(args, topology)))
     except NetdpError as exc:
         print(f"netdp-node: error: {exc}", file=sys.stderr)
         return 2
     except asyncio.CancelledError:
         print("netdp-node: stopped before the run completed; logs are readable up to here", file=sys.stderr)
         return 3
-    print(f"netdp-node {outcome.node_id}: done after {outcome.steps_completed} steps", file=sys.stderr)
+    for outcome in outcomes:
+        print(f"netdp-node {outcome.node_id}: done after {outcome.steps_completed} steps", file=sys.stderr)
     return 0
+
+
+def _config(args: argparse.Namespace, topology: Topology) -> NodeConfig:
+    """One id with its own files (--id), or every id of --nodes with its files under the given folders."""
+    if args.node_id is not None:
+        node_ids = (args.node_id,)
+        data_paths, log_dirs = {args.node_id: args.data}, {args.node_id: args.log_dir}
+        seeds = {} if args.sim_seed is None else {args.node_id: args.sim_seed}
+    else:
+        node_ids = args.nodes
+        data_paths = {v: node_data_file(args.data, v) for v in node_ids}
+        log_dirs = {v: args.log_dir / f"node-{v}" for v in node_ids}
+        seeds = {} if args.sim_seed is None else {v: node_seed(args.sim_seed, v) for v in node_ids}
+    return NodeConfig(
+        topology=topology,
+        node_ids=node_ids,
+        data_paths=data_paths,
+        log_dirs=log_dirs,
+        sampler=args.sampler,
+        simulation_seeds=seeds,
+        tls_dir=None if args.insecure else args.tls_dir,
+        kill_at_step=args.fault_kill_at_step,
+        lost_reply_fraction=args.fault_lose_replies,
+        lost_ack_fraction=args.fault_lose_acks,
+    )
 
 
 if __name__ == "__main__":

@@ -22,25 +22,54 @@ from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
 from node.mailboxes.token_slot import AdmitRule, TokenSlot
 from node.message import GOSSIP, IdScheme, Message
-from node.noise import GaussianSampler, RandomizedResponseSampler
+from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
 from node.receiver import Handler, Receiver
 from node.topology import NetworkParams, Topology
+
+
+LAPLACE_CALIBRATION_TRIES = 8  # widenings of a Laplace scale before a sampler's grid is declared out of reach
 
 
 class NodeNoise:
     """The node's own noise: drawn from its samplers, each draw logged privately, never sent as such."""
 
     def __init__(self, sampler: GaussianSampler, journal: Journal,
-                 randomized_response: RandomizedResponseSampler | None = None) -> None:
+                 randomized_response: RandomizedResponseSampler | None = None,
+                 laplace: LaplaceSampler | None = None) -> None:
         self._sampler = sampler
         self._journal = journal
         self._randomized_response = randomized_response
+        self._laplace = laplace
 
     async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
         """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""
         noisy = self._sampler.perturb(value, sigma)
         await self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
         return noisy
+
+    def laplace_scale(self, sensitivity: float, epsilon: float) -> tuple[float, float]:
+        """The Laplace scale b = Δ/ε, widened until this node's sampler (its grid included) is ε-DP at l1
+        sensitivity Δ; and the ε that scale really gives, which is what the node must account."""
+        sampler = self._laplace_sampler()
+        scale = sensitivity / epsilon
+        for _ in range(LAPLACE_CALIBRATION_TRIES):
+            spent = sampler.effective_sensitivity(sensitivity, scale) / scale
+            if spent <= epsilon:
+                return scale, spent
+            scale *= spent / epsilon
+        raise ValueError(f"the {sampler.kind} Laplace sampler does not reach epsilon {epsilon:g} at "
+                         f"sensitivity {sensitivity:g}")
+
+    async def laplace(self, value: np.ndarray, scale: float, *, step: int, purpose: str) -> np.ndarray:
+        """value + i.i.d. Laplace(scale) noise, with the draw logged to the private log under (step, purpose)."""
+        noisy = self._laplace_sampler().perturb(value, scale)
+        await self._journal.noise(purpose, noisy - value, step=step, mechanism="laplace", scale=scale)
+        return noisy
+
+    def _laplace_sampler(self) -> LaplaceSampler:
+        if self._laplace is None:
+            raise ValueError("this node was started without a Laplace sampler")
+        return self._laplace
 
     async def randomized_response(self, value: int, categories: int, epsilon: float, *, step: int,
                                   purpose: str) -> int:

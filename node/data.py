@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from node.learning import Task  # node.learning loads learning files with this module
 
 SUPPORTED_SUFFIXES = (".json", ".npy", ".npz", ".csv", ".txt")
+NODE_FILE_PATTERN = "node-{id}"  # a data folder holds one file per node id, named by this pattern
+
+
+def node_data_file(data_dir: Path, node_id: int) -> Path:
+    """The data file of one node in a data folder, whatever its supported format."""
+    stem = NODE_FILE_PATTERN.format(id=node_id)
+    for suffix in SUPPORTED_SUFFIXES:
+        candidate = Path(data_dir) / f"{stem}{suffix}"
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"{data_dir}: no data file for node {node_id} (expected {stem}.json, .npy, .npz or .csv)")
 
 
 def load_vector(path: Path, dimension: int) -> np.ndarray:

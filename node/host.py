@@ -21,13 +21,14 @@ from node.context import NodeNoise, ProtocolContext
 from node.delivery import PING, Outbox
 from node.journal import Journal
 from node.message import Message
-from node.noise import GaussianSampler, RandomizedResponseSampler
+from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
 from node.protocols.registry import protocol_spec
 from node.receiver import Receiver
 from node.topology import NetworkParams, Topology
 from node.transport.base import PeerLink
 
 ESTIMATE_FILE = "estimate.json"
+NOT_GAUSSIAN = frozenset({"ring-histogram", "personalized-cd"})  # protocols whose noise is not Gaussian
 StepHook = Callable[[int], Awaitable[None]]
 
 
@@ -44,7 +45,7 @@ class NodeHost:
     def __init__(self, topology: Topology, node_id: int, private_data: Any, sampler: GaussianSampler,
                  log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None,
                  randomized_response: RandomizedResponseSampler | None = None,
-                 network: NetworkParams | None = None) -> None:
+                 network: NetworkParams | None = None, laplace: LaplaceSampler | None = None) -> None:
         """`network`: deadlines to keep instead of the published ones (the header still records those)."""
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
@@ -58,7 +59,7 @@ class NodeHost:
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
                              sender=node_id)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
-                                  NodeNoise(sampler, self.journal, randomized_response), on_step or _no_hook,
+                                  NodeNoise(sampler, self.journal, randomized_response, laplace), on_step or _no_hook,
                                   network)
         self._protocol = spec.start(context, private_data)
 
@@ -88,7 +89,8 @@ class NodeHost:
 def _header(topology: Topology, node_id: int, sampler: GaussianSampler) -> viewlog_pb2.RunHeader:
     params = topology.protocol
     public = json.loads(topology.public_parameters_json())
-    gaussian = params.name != "ring-histogram"  # its noise is randomized response: no Gaussian grid to account
+    # Randomized response, and Laplace noise whose grid each step's logged epsilon accounts: no Gaussian grid.
+    gaussian = params.name not in NOT_GAUSSIAN
     public["sampler"] = {
         "kind": sampler.kind,
         "effective_sensitivity": (sampler.effective_sensitivity(params.sensitivity, params.sigma) if gaussian

@@ -76,10 +76,13 @@ def example_gradients(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarra
 
 
 def clipped_gradient(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, *, clip: float,
-                     regularization: float = 0.0) -> StepGradient:
-    """Mean of the per-example gradients clipped to norm `clip`, plus the regulariser's λθ."""
+                     regularization: float = 0.0, norm: Literal[1, 2] = 2) -> StepGradient:
+    """Mean of the per-example gradients clipped to `norm`-norm `clip`, plus the regulariser's λθ.
+
+    l2 suits Gaussian noise; Laplace noise is calibrated to an l1 bound (personalized learning).
+    """
     gradients = example_gradients(task, theta, x, y)
-    norms = np.linalg.norm(gradients, axis=1)
+    norms = np.linalg.norm(gradients, ord=norm, axis=1)
     scale = np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))
     mean = (gradients * scale[:, None]).mean(axis=0)
     return StepGradient(mean + regularization * theta, int(np.count_nonzero(norms > clip)))

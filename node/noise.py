@@ -232,3 +232,8 @@ def make_samplers(kind: SamplerKind, seed: int | None = None) -> NodeSamplers:
 def make_sampler(kind: SamplerKind, seed: int | None = None) -> GaussianSampler:
     """The Gaussian sampler a node runs with; a seed is only meaningful for the simulation sampler."""
     return make_samplers(kind, seed).gaussian
+
+
+def node_seed(master_seed: int, node_id: int) -> int:
+    """Node `node_id`'s simulation seed derived from a run's master seed: one stream per id, whoever hosts it."""
+    return int(np.random.SeedSequence([master_seed, node_id]).generate_state(1)[0])

@@ -15,6 +15,7 @@ RefusalCode = Literal[
     "OUT_OF_RANGE",  # a round too far in the future
     "ALREADY_EXISTS",  # a second value from the same sender for the same round
     "RESOURCE_EXHAUSTED",  # payload larger than the node accepts
+    "NOT_FOUND",  # a message for a node id the receiving process does not host
 ]
 
 

@@ -29,10 +29,11 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from node.mixing import edge_weights, metropolis_weight
-from node.protocols import ring_histogram, ring_sum, walk_sum
+from node.protocols import personalized_cd, ring_histogram, ring_sum, walk_sum
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.personalized_cd import PersonalizedCDParams
 from node.protocols.ring_histogram import RingHistogramParams
 from node.protocols.ring_sum import RingSumParams
 from node.protocols.rw_sgd import RwSgdParams
@@ -42,7 +43,7 @@ from node.schema import load_model, save_model
 Weighting = Literal["metropolis", "min_degree", "explicit"]
 # The protocol block of a topology: one Params model per protocol, chosen by its `name`.
 ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams | RingSumParams | WalkSumParams
-                          | RwSgdParams | RingHistogramParams, Field(discriminator="name")]
+                          | RwSgdParams | RingHistogramParams | PersonalizedCDParams, Field(discriminator="name")]
 GraphShape = Literal["undirected", "directed", "erdos_renyi"]
 # The graph shapes each protocol runs on, checked when a topology is loaded, so that a
 # protocol never starts on a graph it cannot use. Every protocol of the union has an entry.
@@ -54,12 +55,14 @@ PROTOCOL_GRAPHS: dict[str, frozenset[GraphShape]] = {
     "walk-sum": frozenset({"undirected"}),
     "rw-sgd": frozenset({"undirected"}),
     "ring-histogram": frozenset({"undirected", "directed"}),
+    "personalized-cd": frozenset({"undirected"}),
 }
 # Protocols that need one graph of their shape in particular: a check that raises ValueError saying why not.
 PROTOCOL_GRAPH_RULES: dict[str, Callable[[Topology], None]] = {
     "ring-sum": ring_sum.check_graph,
     "walk-sum": walk_sum.check_graph,
     "ring-histogram": ring_histogram.check_topology,
+    "personalized-cd": personalized_cd.check_topology,
 }
 FORMAT_VERSION = 1
 ROW_SUM_TOLERANCE = 1e-9
@@ -381,11 +384,17 @@ def _erdos_renyi_links(n: int, p: float, seed: int, step: int, weighting: str) -
 
 
 def _check_nodes(nodes: list[NodeSpec]) -> None:
+    """Ids 0..n-1 in order; ids that share an address are hosted by one process (`hosted_ids`)."""
     if [node.id for node in nodes] != list(range(len(nodes))):
         raise ValueError("nodes must be listed with ids 0..n-1 in order")
-    addresses = [node.address for node in nodes]
-    if len(set(addresses)) != len(addresses):
-        raise ValueError("two nodes share an address")
+
+
+def hosted_ids(topology: Topology) -> list[tuple[int, ...]]:
+    """The node ids of each process, in order of their lowest id: the ids published at one address."""
+    by_address: dict[str, list[int]] = {}
+    for node in topology.nodes:
+        by_address.setdefault(node.address, []).append(node.id)
+    return [tuple(ids) for ids in by_address.values()]
 
 
 def _check_fixed_graph(topology: Topology) -> None:

@@ -86,7 +86,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     security.add_argument("--certs", type=Path, help="certificates from `netdp certs` (mutual TLS)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC (local demos only)")
     parser.add_argument("--kill", type=parse_kill, action="append", metavar="NODE@ROUND",
-                        help="fault injection: SIGKILL NODE as it starts ROUND (repeatable)")
+                        help="fault injection: SIGKILL NODE's process (with every id it hosts) as the first "
+                             "id it hosts starts ROUND (repeatable)")
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
 
 
@@ -105,7 +106,11 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser("run", help="run a local cluster: one node process per topology node, on loopback")
+    run = subparsers.add_parser(
+        "run", help="run a local cluster: one node process per topology address, on loopback",
+        description="Run a local cluster on loopback: one `netdp-node` process per address of TOPOLOGY, hosting "
+                    "the node ids published there (one, or several behind one gRPC server: see `netdp topology "
+                    "generate --ids-per-process`). RUNDIR gets node-<id>/ per id whatever the hosting.")
     run.add_argument("topology", type=Path, help="published topology (addresses on this machine)")
     run.add_argument("--data", type=Path, required=True, help="folder with node-<id>.json (or .npy/.npz/.csv) files")
     run.add_argument("--out", type=Path, required=True, help="new folder for the run: topology, logs, estimates")

@@ -20,10 +20,14 @@ from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, add_launch_arguments, launch_with_progress, options_from_args, \
     report_failures
-from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS, AveragingDemo, DemoProtocol, LearningDemo
-from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.topology.build import build_topology, new_run_id
-from coordinator_tools.topology.generators import GENERATORS, generate
+from coordinator_tools.cluster.demo_protocols import (
+    DEMO_PROTOCOLS,
+    AveragingDemo,
+    DemoProtocol,
+    LearningDemo,
+    PersonalizedDemo,
+)
+from coordinator_tools.topology.generators import GENERATORS
 from node.topology import NetworkParams, Topology, save_topology
 
 CERT_VALIDITY_DAYS = 7
@@ -32,11 +36,7 @@ DEFAULT_NODES = 16
 
 def demo_topology(args: argparse.Namespace, protocol: DemoProtocol) -> Topology:
     """Topology of the chosen protocol on free loopback ports."""
-    graph = generate(args.graph, n=args.n)
-    return build_topology(graph, graph_name=args.graph, run_id=new_run_id(f"demo-{args.graph}"),
-                          protocol=protocol.params(args, graph),
-                          addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(graph.number_of_nodes())],
-                          network=NetworkParams(round_deadline_s=5.0, startup_deadline_s=60.0))
+    return protocol.topology(args, NetworkParams(round_deadline_s=5.0, startup_deadline_s=60.0))
 
 
 def _demo_command(args: argparse.Namespace) -> int:
@@ -44,7 +44,7 @@ def _demo_command(args: argparse.Namespace) -> int:
     if args.sigma is None:
         args.sigma = protocol.sigma
     args.graph = args.graph or protocol.graph
-    if args.n is None and "n" in GENERATORS[args.graph].parameters:
+    if args.n is None and (args.graph is None or "n" in GENERATORS[args.graph].parameters):
         args.n = protocol.nodes or DEFAULT_NODES
     out = args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     topology = demo_topology(args, protocol)
@@ -70,23 +70,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--protocol", choices=tuple(DEMO_PROTOCOLS), default="muffliato",
                       help="protocol to run (default muffliato: synchronous gossip; muffliato-async: randomized "
                            f"pairwise gossip; muffliato-gd: private SGD on the {LearningDemo.dataset} data, "
-                           "then the audit page with its utility; rw-sgd: random-walk DP-SGD on the same data)")
+                           "then the audit page with its utility; rw-sgd: random-walk DP-SGD on the same data; "
+                           "personalized-cd: personalized private CD on the AISTATS 2018 synthetic task, "
+                           f"{PersonalizedDemo.nodes} agents)")
     demo.add_argument("--out", type=Path, default=None, help="new folder for everything (default runs/demo-<time>)")
     demo.add_argument("--graph", default=None, choices=("hypercube", "ring", "complete", "torus", "grid",
                                                          "exponential", "star", "davis_southern_women", "karate_club",
                                                          "florentine_families"),
-                      help="deterministic graph kind (default hypercube; rw-sgd: davis_southern_women, 32 nodes)")
+                      help="deterministic graph kind (default hypercube; rw-sgd: davis_southern_women, 32 nodes; "
+                           "personalized-cd: its agents' similarity graph, no choice)")
     demo.add_argument("--n", type=int, default=None, help="number of nodes (default 16; a named graph fixes it)")
     demo.add_argument("--dimension", type=int, default=None,
-                      help=f"averaging: length of each node's vector (default {AveragingDemo.dimension})")
+                      help=f"averaging: length of each node's vector (default {AveragingDemo.dimension}); "
+                           f"personalized-cd: features of the task (default {PersonalizedDemo.dimension})")
     demo.add_argument("--sigma", type=float, default=None,
                       help=f"noise std: each node's once (averaging, default {AveragingDemo.sigma:g}) or every "
                            f"gradient step's (muffliato-gd, default {LearningDemo.sigma:g})")
     demo.add_argument("--sensitivity", type=float, default=None,
                       help=f"averaging: l2 sensitivity, inputs clipped to half of it (default "
                            f"{AveragingDemo.sensitivity:g})")
+    demo.add_argument("--epsilon", type=float, default=None,
+                      help=f"personalized-cd: every agent's budget epsilon (default {PersonalizedDemo.epsilon:g})")
     demo.add_argument("--alpha", type=float, default=2.0, help="Renyi order for the audit (default 2)")
     demo.add_argument("--data-seed", type=int, default=None,
-                      help="seed of the synthetic data, or of the learning data's split")
+                      help="seed of the synthetic data, or of the learning data's split (personalized-cd: of the "
+                           f"task, default {PersonalizedDemo.data_seed})")
     add_launch_arguments(demo)
     demo.set_defaults(handler=_demo_command)

@@ -5,13 +5,16 @@ every node's estimate against the true mean. Muffliato-GD learns a logistic regr
 scikit-learn's bundled breast-cancer data, split as `netdp data split` splits it, at parameters
 chosen for a privacy level a researcher would call meaningful (`LearningDemo`), and prints the final
 test accuracy of the run, of a trusted aggregator and of local DP next to the pairwise ε; random-walk
-DP-SGD does the same on Davis' Southern Women graph (`RandomWalkDemo`).
+DP-SGD does the same on Davis' Southern Women graph (`RandomWalkDemo`). Personalized CD runs the
+AISTATS 2018 synthetic task on its agents' similarity graph (`PersonalizedDemo`) and prints the mean
+test accuracy of purely local models, of the private run and of non-private CD.
 Each protocol is one object in DEMO_PROTOCOLS; the pipeline (`demo`) is the same for all.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -32,31 +35,42 @@ from coordinator_tools.datasets import (
     write_node_files,
 )
 from coordinator_tools.learning_data import bundled, load_test_set, write_minibatch_split
+from coordinator_tools.personalized_task import TRAIN_SIZES, PersonalizedTask, generate_task, task_topology, write_task
 from coordinator_tools.theory import (
     muffliato_mse_bound,
     muffliato_t_stop,
     worst_case_spread,
 )
-from coordinator_tools.topology.build import gossip_mixing
+from coordinator_tools.cluster.ports import free_loopback_ports
+from coordinator_tools.topology.build import build_topology, gossip_mixing, new_run_id
+from coordinator_tools.topology.generators import generate
 from node.data import load_vector
 from node.errors import ConfigError
 from node.learning import derived_sensitivity
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.personalized_cd import PersonalizedCDParams
 from node.protocols.rw_sgd import RwSgdParams
-from node.topology import MuffliatoParams, ProtocolParams, Topology
+from node.topology import MuffliatoParams, NetworkParams, ProtocolParams, Topology
 
 
 class DemoProtocol(ABC):
     """One protocol as the demo runs it."""
 
     sigma: ClassVar[float]  # the noise when --sigma is not given
-    graph: ClassVar[str] = "hypercube"  # the graph kind when --graph is not given
+    graph: ClassVar[str | None] = "hypercube"  # the graph kind when --graph is not given (None: its own graph)
     nodes: ClassVar[int | None] = None  # n when --n is not given and the kind takes one (None: the demo's 16)
 
     @abstractmethod
     def params(self, args: argparse.Namespace, graph: nx.Graph) -> ProtocolParams:
         """The published parameters on `graph` (args.sigma is already resolved)."""
+
+    def topology(self, args: argparse.Namespace, network: NetworkParams) -> Topology:
+        """The published topology on free loopback ports: graph kind args.graph on args.n nodes, derived weights."""
+        graph = generate(args.graph, n=args.n)
+        return build_topology(graph, graph_name=args.graph, run_id=new_run_id(f"demo-{args.graph}"),
+                              protocol=self.params(args, graph), addresses=loopback_addresses(graph.number_of_nodes()),
+                              network=network)
 
     @abstractmethod
     def write_data(self, topology: Topology, data_dir: Path, args: argparse.Namespace) -> None:
@@ -69,6 +83,11 @@ class DemoProtocol(ABC):
     @abstractmethod
     def print_utility(self, result: ClusterResult, data_dir: Path, report: Mapping[str, object]) -> None:
         """What the run computed, against what it should have (before the audit's privacy summary)."""
+
+
+def loopback_addresses(n: int) -> list[str]:
+    """One free 127.0.0.1 port per node."""
+    return [f"127.0.0.1:{port}" for port in free_loopback_ports(n)]
 
 
 class AveragingDemo(DemoProtocol):
@@ -242,9 +261,83 @@ class RandomWalkDemo(LearningDemo):
             contribution_cap=self.contribution_cap)  # fmt: skip
 
 
+class PersonalizedDemo(DemoProtocol):
+    """Personalized private CD on the AISTATS 2018 synthetic task (`coordinator_tools.personalized_task`).
+
+    n = 40 agents, one process each, p = 5 features (--dimension), on their similarity graph at
+    γ = 0.1 (about 16 neighbours each); every agent makes T_i = 5 updates on a Poisson clock of rate
+    2/s with μ = 1 and every example's gradient clipped to l1 norm L₀ = 0.3, under a budget
+    ε̄ = 5 (--epsilon), δ̄ = e^-5, which Thm 1 splits into ε = 1 per update. The task comes from
+    --data-seed (default 0). Measured on the default task over 60 seeded simulations of the run:
+    mean test accuracy 0.907 for purely local models, 0.940 ± 0.005 for private CD and 0.956 for
+    non-private CD (the same updates without noise); ε̄ = 4 gives 0.934, ε̄ = 3 0.921 ± 0.008.
+    """
+
+    name: ClassVar[str] = "personalized-cd"
+    sigma = 1.0  # the noise as the nodes draw it: the logged Laplace scales
+    graph = None  # the agents' similarities make the graph
+    nodes = 40
+    dimension: ClassVar[int] = 5
+    mu: ClassVar[float] = 1.0
+    lipschitz: ClassVar[float] = 0.3
+    updates: ClassVar[int] = 5
+    epsilon: ClassVar[float] = 5.0
+    delta: ClassVar[float] = math.exp(-5)
+    tick_rate: ClassVar[float] = 2.0
+    data_seed: ClassVar[int] = 0
+
+    def params(self, args: argparse.Namespace, graph: nx.Graph | None = None) -> PersonalizedCDParams:
+        """The published parameters (the graph does not change them)."""
+        if args.sensitivity is not None:
+            raise ConfigError(f"--sensitivity does not apply to the {self.name} demo: the l1 clip L0 = "
+                              f"{self.lipschitz:g} and each agent's size set it")
+        return PersonalizedCDParams(
+            dimension=self.dimension if args.dimension is None else args.dimension, mu=self.mu,
+            lipschitz=self.lipschitz, max_examples=TRAIN_SIZES[1], updates=self.updates,
+            epsilon=self.epsilon if args.epsilon is None else args.epsilon, delta=self.delta,
+            tick_rate=self.tick_rate, alpha=args.alpha)  # fmt: skip
+
+    def task(self, args: argparse.Namespace) -> PersonalizedTask:
+        """The synthetic task of --n agents and --dimension features, from --data-seed."""
+        dimension = self.dimension if args.dimension is None else args.dimension
+        return generate_task(args.n, dimension, self.data_seed if args.data_seed is None else args.data_seed)
+
+    def topology(self, args: argparse.Namespace, network: NetworkParams) -> Topology:
+        if args.graph is not None:
+            raise ConfigError(f"--graph does not apply to the {self.name} demo: the agents' similarities make its "
+                              "graph")
+        return task_topology(self.task(args), self.params(args), run_id=new_run_id("demo-personalized"),
+                             addresses=loopback_addresses(args.n), network=network)
+
+    def write_data(self, topology: Topology, data_dir: Path, args: argparse.Namespace) -> None:
+        write_task(self.task(args), data_dir)
+
+    def audit_options(self, data_dir: Path) -> AuditOptions:
+        return AuditOptions(data=data_dir)
+
+    def print_utility(self, result: ClusterResult, data_dir: Path, report: Mapping[str, object]) -> None:
+        """Mean test accuracy of the three kinds of model, and what the agents spent of their budgets."""
+        utility = report["utility"]
+        table = Table(title=f"{result.topology.n} agents, mean test accuracy on their own test sets "
+                            f"({utility['test_examples']} examples)")
+        table.add_column("models")
+        table.add_column("accuracy", justify="right")
+        for key, label in (("local", "purely local (no communication)"), ("private", "private CD (this run)"),
+                           ("non_private", "non-private CD (simulated, same updates)")):
+            table.add_row(label, "-" if utility[key] is None else f"{utility[key]:.3f}")
+        CONSOLE.print(table)
+        agents = [agent for agent in report["personalized"]["agents"] if "budget" in agent]
+        if agents:
+            fullest = max(agents, key=lambda agent: agent["theorem1"] / agent["budget"]["epsilon"])
+            CONSOLE.print(f"budgets: the fullest agent (node {fullest['node']}) spent epsilon {fullest['theorem1']:.4g} "
+                          f"of {fullest['budget']['epsilon']:g} by Thm 1 at delta {fullest['budget']['delta']:.3g} "
+                          f"({fullest['pld']:.4g} by the PLD accountant) in {fullest['updates']} updates")
+
+
 DEMO_PROTOCOLS: dict[str, DemoProtocol] = {
     "muffliato": MuffliatoDemo(),
     "muffliato-async": AsyncDemo(),
     "muffliato-gd": LearningDemo(),
     "rw-sgd": RandomWalkDemo(),
+    "personalized-cd": PersonalizedDemo(),
 }

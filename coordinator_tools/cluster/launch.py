@@ -1,8 +1,10 @@
-"""Start one OS process per node on this machine, watch them, collect what they wrote.
+"""Start one OS process per node address on this machine, watch them, collect what they wrote.
 
-The launcher is not part of the protocol: nodes only talk to each other. It starts
-`netdp-node` processes, shows progress read from their view logs, optionally kills a node
-at a given round (fault injection), and gathers exit codes and estimates into RUNDIR.
+The launcher is not part of the protocol: nodes only talk to each other. It starts one
+`netdp-node` process per address of the topology (hosting the one id published there, or
+all of them with --nodes when several share it), shows progress read from the view logs,
+optionally kills a node's process at a given round (fault injection), and gathers exit
+codes and estimates into RUNDIR, whose layout does not depend on how ids were hosted.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import numpy as np
 from coordinator_tools.datasets import node_data_file
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
+from node.idset import describe_nodes, format_ids
 from node.mailboxes.token_slot import KEPT, RECEIVED
+from node.noise import node_seed
 from node.protocols.registry import protocol_spec
+from node.runtime import shared_loop_network
 from node.security import CA_FILE, CERT_FILE, KEY_FILE
-from node.topology import NetworkParams, Topology, load_topology, save_topology
+from node.topology import NetworkParams, Topology, hosted_ids, load_topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 POLL_INTERVAL_S = 0.2
@@ -73,9 +78,11 @@ class LaunchOptions:
     sampler: str = "secure"
     simulation_seed: int | None = None  # master seed; each node gets its own derived seed
     certs_dir: Path | None = None  # None: plain text (explicitly insecure)
-    kill_at_round: Mapping[int, int] = field(default_factory=dict)  # node -> local step at whose start it is SIGKILLed
+    # node -> local step at whose start its process is SIGKILLed (with every other id that process hosts)
+    kill_at_round: Mapping[int, int] = field(default_factory=dict)
     lost_reply_fraction: float = 0.0  # fault injection: share of call replies every node loses
     # fault injection: node -> share of the acknowledgements of the deliveries it receives that it loses
+    # (the same share for every id one process hosts)
     lost_ack_fraction: Mapping[int, float] = field(default_factory=dict)
     timeout_s: float | None = None
 
@@ -99,46 +106,78 @@ def node_simulation_seed(options: LaunchOptions, node_id: int) -> int | None:
     """The seed of node_id's simulation sampler, derived from the master seed (None: no seed to pass)."""
     if options.sampler != "simulation" or options.simulation_seed is None:
         return None
-    return int(np.random.SeedSequence([options.simulation_seed, node_id]).generate_state(1)[0])
+    return node_seed(options.simulation_seed, node_id)
 
 
 def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> list[str]:
-    command = [
+    """The command line of a process hosting one node id."""
+    seed = node_simulation_seed(options, node_id)
+    return [
         sys.executable, "-m", "node.cli",
         "--topology", str(Path(rundir) / TOPOLOGY_FILE),
         "--id", str(node_id),
         "--data", str(data_file),
         "--log-dir", str(node_log_dir(rundir, node_id)),
         "--sampler", options.sampler,
+        *([] if seed is None else ["--sim-seed", str(seed)]),
+        *_process_options((node_id,), options),
     ]
-    seed = node_simulation_seed(options, node_id)
-    if seed is not None:
-        command += ["--sim-seed", str(seed)]
-    if node_id in options.kill_at_round:
-        command += ["--fault-kill-at-step", str(options.kill_at_round[node_id])]
+
+
+def hosting_command(rundir: Path, node_ids: tuple[int, ...], data_dir: Path, options: LaunchOptions) -> list[str]:
+    """The command line of a process hosting several node ids (they derive their seeds from the master seed)."""
+    seeded = options.sampler == "simulation" and options.simulation_seed is not None
+    return [
+        sys.executable, "-m", "node.cli",
+        "--topology", str(Path(rundir) / TOPOLOGY_FILE),
+        "--nodes", format_ids(node_ids),
+        "--data", str(data_dir),
+        "--log-dir", str(rundir),
+        "--sampler", options.sampler,
+        *(["--sim-seed", str(options.simulation_seed)] if seeded else []),
+        *_process_options(node_ids, options),
+    ]
+
+
+def _process_options(node_ids: tuple[int, ...], options: LaunchOptions) -> list[str]:
+    """Fault injection and TLS options of the process hosting `node_ids`."""
+    command: list[str] = []
+    kill_steps = [options.kill_at_round[v] for v in node_ids if v in options.kill_at_round]
+    if kill_steps:
+        command += ["--fault-kill-at-step", str(min(kill_steps))]
     if options.lost_reply_fraction:
         command += ["--fault-lose-replies", str(options.lost_reply_fraction)]
-    if options.lost_ack_fraction.get(node_id):
-        command += ["--fault-lose-acks", str(options.lost_ack_fraction[node_id])]
+    lost_acks = options.lost_ack_fraction.get(node_ids[0])
+    if lost_acks:
+        command += ["--fault-lose-acks", str(lost_acks)]
     if options.certs_dir is None:
         command.append("--insecure")
     else:
-        command += ["--tls-dir", str(Path(options.certs_dir) / f"node-{node_id}")]
+        command += ["--tls-dir", str(Path(options.certs_dir) / f"node-{node_ids[0]}")]
     return command
 
 
 def start_node_process(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> subprocess.Popen:
-    """Start one `netdp-node` process; its messages go to RUNDIR/node-<id>/stderr.txt."""
-    log_dir = node_log_dir(rundir, node_id)
+    """Start one `netdp-node` process for one id; its messages go to RUNDIR/node-<id>/stderr.txt."""
+    return _start(node_command(rundir, node_id, data_file, options), node_log_dir(rundir, node_id))
+
+
+def start_hosting_process(rundir: Path, node_ids: tuple[int, ...], data_dir: Path,
+                          options: LaunchOptions) -> subprocess.Popen:
+    """Start one `netdp-node --nodes` process; its messages go to RUNDIR/node-<lowest id>/stderr.txt."""
+    return _start(hosting_command(rundir, node_ids, data_dir, options), node_log_dir(rundir, node_ids[0]))
+
+
+def _start(command: list[str], log_dir: Path) -> subprocess.Popen:
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / STDERR_FILE, "wb") as stderr:
-        return subprocess.Popen(node_command(rundir, node_id, data_file, options), stdout=subprocess.DEVNULL,
-                                stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
 def default_timeout(topology: Topology, network: NetworkParams | None = None) -> float:
     """How long a run may take before the launcher stops it: startup, the protocol's worst case, a margin."""
-    network = network or topology.network
+    network = network or shared_loop_network(topology.network, max(map(len, hosted_ids(topology))))
     return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network, topology.n) + 30.0
 
 
@@ -179,6 +218,10 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
     bad = {v: f for v, f in options.lost_ack_fraction.items() if not 0.0 <= f <= 1.0}
     if bad:
         raise ConfigError(f"node {min(bad)} would lose a share {bad[min(bad)]} of its acknowledgements, not in 0..1")
+    for node_ids in hosted_ids(topology):
+        if len({options.lost_ack_fraction.get(v, 0.0) for v in node_ids}) > 1:
+            raise ConfigError(f"lost acknowledgements: {describe_nodes(node_ids)} share one process, so they "
+                              "lose the same share of them")
     if options.certs_dir is not None:
         for v in range(topology.n):
             folder = Path(options.certs_dir) / f"node-{v}"
@@ -196,18 +239,20 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
 
 def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),
                 on_progress: ProgressCallback | None = None) -> ClusterResult:
-    """Run every node as its own process until all exit (or the timeout), then collect."""
+    """Run one process per address (its node ids) until all exit (or the timeout), then collect."""
     data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
     topology = prepare_rundir(topology_path, rundir)
-    processes: dict[int, subprocess.Popen] = {}
+    processes: dict[tuple[int, ...], subprocess.Popen] = {}
     deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
     timed_out = False
     try:
-        for v in range(topology.n):
-            processes[v] = start_node_process(rundir, v, data_files[v], options)
+        for node_ids in hosted_ids(topology):
+            processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
+                                   if len(node_ids) == 1 else
+                                   start_hosting_process(rundir, node_ids, Path(data_dir), options))
         while any(p.poll() is None for p in processes.values()):
             if on_progress:
-                on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in processes})
+                on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in range(topology.n)})
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -215,13 +260,16 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     finally:
         _stop_all(processes)
     result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
-    killed = {v for v in options.kill_at_round if processes[v].returncode == -signal.SIGKILL}
-    result.nodes = [_collect(rundir, v, processes[v].returncode, v in killed) for v in range(topology.n)]
+    for node_ids, process in processes.items():
+        killed = process.returncode == -signal.SIGKILL and any(v in options.kill_at_round for v in node_ids)
+        stderr_path = node_log_dir(rundir, node_ids[0]) / STDERR_FILE
+        result.nodes += [_collect(rundir, v, process.returncode, killed, stderr_path) for v in node_ids]
+    result.nodes.sort(key=lambda r: r.node_id)
     _write_summary(result, options)
     return result
 
 
-def _stop_all(processes: Mapping[int, subprocess.Popen]) -> None:
+def _stop_all(processes: Mapping[tuple[int, ...], subprocess.Popen]) -> None:
     """Terminate whatever still runs (timeout or interruption), then make sure it is gone."""
     for process in processes.values():
         if process.poll() is None:
@@ -234,13 +282,15 @@ def _stop_all(processes: Mapping[int, subprocess.Popen]) -> None:
             process.wait()
 
 
-def _collect(rundir: Path, node_id: int, exit_code: int | None, killed: bool) -> NodeResult:
+def _collect(rundir: Path, node_id: int, exit_code: int | None, killed: bool,
+             stderr_path: Path | None = None) -> NodeResult:
+    """What node `node_id` left in RUNDIR; `stderr_path`: its process's messages, if not in its own folder."""
     log_dir = node_log_dir(rundir, node_id)
     estimate = None
     estimate_path = log_dir / ESTIMATE_FILE
     if estimate_path.exists():
         estimate = np.asarray(json.loads(estimate_path.read_text())["value"], dtype=np.float64)
-    stderr_path = log_dir / STDERR_FILE
+    stderr_path = stderr_path or log_dir / STDERR_FILE
     stderr_lines = stderr_path.read_text(errors="replace").strip().splitlines() if stderr_path.exists() else []
     tail = "\n".join(line for line in stderr_lines[-3:] if "WARNING: running WITHOUT TLS" not in line)
     return NodeResult(node_id, exit_code, killed, logged_rounds(log_dir)[0], estimate, tail)

@@ -40,11 +40,10 @@ from node.errors import ConfigError, NetdpError
 from node.host import NodeOutcome
 from node.noise import NodeSamplers, make_samplers
 from node.protocols.registry import protocol_spec
+from node.runtime import shared_loop_network
 from node.topology import NetworkParams, Topology, load_topology
 from node.transport.inprocess import run_inprocess
 
-# About this many virtual nodes share the loop as fast as one networked node has it to itself.
-NODES_PER_DEADLINE = 64
 # exit codes a `netdp-node` process would have had (node/cli.py)
 EXIT_OK, EXIT_CRASHED, EXIT_ERROR, EXIT_STOPPED = 0, 1, 2, 3
 
@@ -66,11 +65,8 @@ def refuse_process_options(options: LaunchOptions) -> None:
 
 
 def virtual_network(topology: Topology) -> NetworkParams:
-    """The published network parameters with the deadlines stretched by n / NODES_PER_DEADLINE (at least 1)."""
-    network = topology.network
-    stretch = max(1.0, topology.n / NODES_PER_DEADLINE)
-    return network.model_copy(update={"round_deadline_s": network.round_deadline_s * stretch,
-                                      "startup_deadline_s": network.startup_deadline_s * stretch})
+    """The published network parameters with the deadlines stretched for n ids sharing one event loop."""
+    return shared_loop_network(topology.network, topology.n)
 
 
 def node_samplers(options: LaunchOptions, node_id: int) -> NodeSamplers:

@@ -87,19 +87,24 @@ def build_topology(
     addresses: Sequence[str] | None = None,
     host: str = DEFAULT_HOST,
     base_port: int = DEFAULT_BASE_PORT,
+    ids_per_process: int = 1,
     network: NetworkParams = NetworkParams(),
     explicit_weights: Mapping[tuple[int, int], float] | None = None,
     schedule: GraphSchedule = FixedSchedule(),
 ) -> Topology:
     """The topology file's contents for `graph`; explicit_weights, when given, replace `weighting`.
 
-    Nodes listen on host:base_port+id unless `addresses` lists one address per node. With a
-    schedule that draws the graph per step, `graph` only gives the number of nodes.
+    Nodes listen on host:base_port+id unless `addresses` lists one address per node; with
+    `ids_per_process` K, ids id // K share host:base_port + id // K, i.e. one process hosts
+    each K consecutive ids. With a schedule that draws the graph per step, `graph` only gives
+    the number of nodes.
     """
     published_graph = _published_graph(graph, schedule, weighting, explicit_weights)
     n = graph.number_of_nodes()
     if addresses is None:
-        addresses = [f"{host}:{base_port + node}" for node in range(n)]
+        if ids_per_process < 1:
+            raise ValueError(f"ids per process must be at least 1, got {ids_per_process}")
+        addresses = [f"{host}:{base_port + node // ids_per_process}" for node in range(n)]
     elif len(addresses) != n:
         raise ValueError(f"{len(addresses)} addresses given for {n} nodes")
     document = {

@@ -111,6 +111,14 @@ def _publishing_options() -> argparse.ArgumentParser:
         "--base-port", type=int, default=DEFAULT_BASE_PORT, help="node i listens on base-port + i (default %(default)s)"
     )
     add(
+        "--ids-per-process",
+        type=int,
+        default=1,
+        metavar="K",
+        help="host K consecutive node ids per `netdp-node` process: ids i share the address base-port + i // K, "
+        "and `netdp run` and `netdp certs` start and certify one process per address (default %(default)s)",
+    )
+    add(
         "--round-deadline",
         type=float,
         default=NetworkParams().round_deadline_s,
@@ -185,6 +193,7 @@ def _publish(
             graph_seed=graph_seed,
             host=args.host,
             base_port=args.base_port,
+            ids_per_process=args.ids_per_process,
             network=NetworkParams(round_deadline_s=args.round_deadline),
             explicit_weights=explicit_weights,
             schedule=schedule,

@@ -30,6 +30,7 @@ from node.learning import Adjacency, Task, derived_sensitivity
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.personalized_cd import PersonalizedCDParams
 from node.protocols.ring_histogram import (
     RingHistogramParams,
     calibrate_gamma,
@@ -115,6 +116,9 @@ class ProtocolOptions:
 
 
 ALPHA = Option("--alpha", "alpha", "Renyi order used in reports", float, default=2.0)
+DIMENSION = Option("--dimension", "dimension", "length D of every node's vector (learning: the model's, one entry "
+                   "per feature)", int, default=1)
+TICK_RATE = Option("--tick-rate", "tick_rate", "rate of each node's Poisson clock, per second", float)
 CYCLES = Option("--cycles", "cycles", "K: times the token goes round the ring", int)
 NOISY_VECTOR_OPTIONS = (
     Option("--sigma", "sigma", "std of each Gaussian noise draw (averaging: once per node; learning: every "
@@ -124,8 +128,7 @@ NOISY_VECTOR_OPTIONS = (
            f"{AVERAGING_SENSITIVITY}; learning: a step's gradient, default derived from --clip, --adjacency and "
            "--batch)", float),
     ALPHA,
-    Option("--dimension", "dimension", "length D of every node's vector (learning: the model's, one entry per "
-           "feature)", int, default=1),
+    DIMENSION,
 )
 STEPS = Option("--steps", "steps", "T: gradient steps (learning); contributions the token collects (walk, default "
                "n: one visit per node on average)", int)
@@ -250,7 +253,7 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
         NOISY_VECTOR_OPTIONS + (
             Option("--exchanges", "exchanges", "ticks of its own clock each node makes (or --duration)", int),
             Option("--duration", "duration_s", "seconds each node keeps ticking (or --exchanges)", float),
-            Option("--tick-rate", "tick_rate", "rate of each node's Poisson clock, per second", float),
+            TICK_RATE,
             Option("--activation", "activation", "how a ticking node picks its peer",
                    choices=("weights", "uniform")),
             Option("--exchange-timeout", "exchange_timeout_s", "seconds to wait for a peer's answer", float),
@@ -293,6 +296,25 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
                    "transport tells it); anonymous: it checks, then forgets it", choices=get_args(SenderView)),
         ) + LEARNING_OPTIONS,
         derive=_learning_defaults,
+    ),
+    "personalized-cd": ProtocolOptions(
+        PersonalizedCDParams,
+        (
+            DIMENSION,
+            LEARNING_OPTIONS[0],  # --task
+            Option("--mu", "mu", "mu: weight of the local losses against the graph term of objective (2)", float),
+            Option("--lipschitz", "lipschitz", "L0: every example's loss gradient is clipped to l1 norm L0 (the Laplace "
+                   "noise of an update is 2 L0 / (eps m_i))", float),
+            Option("--smoothness", "smoothness", "bound on the smoothness of every local data term (logistic on rows "
+                   "of l2 norm <= 1: 1/4)", float),
+            Option("--max-examples", "max_examples", "m_max: an agent's confidence is c_i = min(1, m_i / m_max)", int),
+            Option("--updates", "updates", "T_i: wake-ups of every agent, over which its budget is split", int),
+            Option("--epsilon", "epsilon", "budget eps of every agent over the run (default: none, non-private CD)",
+                   float),
+            Option("--delta", "delta", "budget delta of every agent (Thm 1's composition)", float),
+            TICK_RATE,
+            ALPHA,
+        ),
     ),
     "ring-histogram": ProtocolOptions(
         RingHistogramParams,

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from node.context import ProtocolContext
     from node.journal import Delivery
 
-PROBE_TIMEOUT_S = 2.0  # a ping slower than this counts as no answer
+# A ping slower than this counts as no answer; stretched as the deadlines kept are (node ids sharing a loop).
+PROBE_TIMEOUT_S = 2.0
 
 RoundExchange = Callable[[int, np.ndarray], Awaitable[Mapping[int, np.ndarray]]]
 
@@ -78,8 +79,10 @@ class BarrierRounds:
             if fates.record(peer, delivery):
                 await self._barrier.wake()
 
+        probe_timeout_s = PROBE_TIMEOUT_S * network.round_deadline_s / context.topology.network.round_deadline_s
+
         async def probe(peer: int) -> bool:
-            return await context.reachable(peer, min(budget, PROBE_TIMEOUT_S))
+            return await context.reachable(peer, min(budget, probe_timeout_s))
 
         # In round 0 a send waits for the peer to come up (peers start at different times);
         # later, a peer that cannot be connected to fails at once.

@@ -1,9 +1,11 @@
-"""Client side: one long-lived gRPC channel per peer. A message or request that fits one
-chunk goes in a unary call, a larger one is streamed in chunks."""
+"""Client side: one long-lived gRPC channel per peer process, shared by every node id that
+process's links lead to. A message or request that fits one chunk goes in a unary call, a
+larger one is streamed in chunks."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
@@ -19,16 +21,23 @@ KEEPALIVE_OPTIONS = (
 )
 
 
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None,
+                 options: Sequence[tuple[str, object]] = ()) -> grpc.aio.Channel:
+    """A channel with keepalive and quick reconnects; TLS when `credentials` are given."""
+    all_options = [*KEEPALIVE_OPTIONS, *options]
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=all_options)
+    return grpc.aio.secure_channel(address, credentials, options=all_options)
+
+
 class GrpcPeerLink:
     """A PeerLink over a grpc.aio channel that lives as long as the run."""
 
     def __init__(self, address: str, *, chunk_bytes: int, credentials: grpc.ChannelCredentials | None = None,
-                 options: Sequence[tuple[str, object]] = ()) -> None:
-        all_options = [*KEEPALIVE_OPTIONS, *options]
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(address, options=all_options)
-        else:
-            self._channel = grpc.aio.secure_channel(address, credentials, options=all_options)
+                 options: Sequence[tuple[str, object]] = (), channel: grpc.aio.Channel | None = None) -> None:
+        """`channel`: a channel to `address` that other links share; `close` leaves it to its owner."""
+        self._owns_channel = channel is None
+        self._channel = open_channel(address, credentials, options) if channel is None else channel
         self._stub = peer_pb2_grpc.PeerStub(self._channel)
         self._chunk_bytes = chunk_bytes
 
@@ -67,7 +76,36 @@ class GrpcPeerLink:
             yield chunk
 
     async def close(self) -> None:
-        await self._channel.close()
+        if self._owns_channel:
+            await self._channel.close()
+
+
+class PeerChannels:
+    """One long-lived channel per peer process address, opened on first use, for all the ids a process hosts.
+
+    `options_for(peer)` gives the options of the channel to `peer`'s address (with TLS, the
+    node name the server certificate must carry), so it must answer the same for every id there.
+    """
+
+    def __init__(self, address_of: Callable[[int], str], *, chunk_bytes: int,
+                 credentials: grpc.ChannelCredentials | None = None,
+                 options_for: Callable[[int], Sequence[tuple[str, object]]] = lambda peer: ()) -> None:
+        self._address_of = address_of
+        self._chunk_bytes = chunk_bytes
+        self._credentials = credentials
+        self._options_for = options_for
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def link(self, peer: int) -> GrpcPeerLink:
+        """A link to node `peer` over the channel to its process (closing the link keeps the channel)."""
+        address = self._address_of(peer)
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = open_channel(address, self._credentials, self._options_for(peer))
+        return GrpcPeerLink(address, chunk_bytes=self._chunk_bytes, channel=channel)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(channel.close() for channel in self._channels.values()))
 
 
 def wire_chunks(envelope: peer_pb2.Envelope, data: bytes, chunk_bytes: int) -> list[peer_pb2.Chunk]:

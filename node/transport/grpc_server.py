@@ -1,9 +1,10 @@
-"""The node's gRPC server: the Peer service, the standard health and reflection services.
+"""A node process's gRPC server: the Peer service, the standard health and reflection services.
 
 The servicer takes a message as one unary chunk or as a stream of chunks, reassembles it
 (refusing it as soon as it grows past what a valid message can hold, a chunk does not
-decode, or a chunk after the first carries an envelope), and passes it with the
-authenticated identity to the Receiver. One-way messages (Deliver, Gossip) are answered
+decode, or a chunk after the first carries an envelope), and passes it to the Receiver of
+the hosted node id it is for, once the caller's certificate names its sender
+(`node.transport.routing`). One-way messages (Deliver, Gossip) are answered
 with a Receipt; requests (Call, CallStream) with the reply the Receiver returns. The
 servicer knows no message kind: adding a protocol changes nothing here. Fault injection
 (`node.transport.faults.LostAnswers`) may lose either answer once the message was handled.
@@ -11,7 +12,7 @@ servicer knows no message kind: adding a protocol changes nothing here. Fault in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import NoReturn
 
 import grpc
@@ -23,12 +24,13 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.receiver import Receiver, Reply
+from node.refusal import Refusal, RefusalCode
 from node.transport.faults import LOST_STATUS, LostAnswers
 from node.transport.grpc_link import wire_chunks
-from node.refusal import Refusal, RefusalCode
+from node.transport.routing import HostedReceivers
 
-# The caller's node id proved by its TLS certificate; None if the certificate names no node.
-Authenticator = Callable[[grpc.aio.ServicerContext], int | None]
+# The node ids the caller's TLS certificate names; None if it names none.
+Authenticator = Callable[[grpc.aio.ServicerContext], frozenset[int] | None]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
@@ -36,12 +38,11 @@ REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
-    """Turns gRPC calls into Receiver.accept calls and refusals into gRPC statuses."""
+    """Turns gRPC calls into Receiver.accept calls of the hosted ids and refusals into gRPC statuses."""
 
-    def __init__(self, receiver: Receiver, node_id: int, authenticate: Authenticator | None,
+    def __init__(self, receivers: Mapping[int, Receiver], authenticate: Authenticator | None,
                  chunk_bytes: int, faults: LostAnswers | None = None) -> None:
-        self._receiver = receiver
-        self._node_id = node_id
+        self._hosted = HostedReceivers(receivers, authenticated=authenticate is not None)
         self._authenticate = authenticate
         self._chunk_bytes = chunk_bytes
         self._faults = faults
@@ -56,10 +57,10 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     async def _acknowledge(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                            ) -> peer_pb2.Receipt:
         """Handle a delivery (its mailbox logs it durably) and acknowledge it with a Receipt."""
-        envelope, _ = await self._receive(chunks, context)
+        envelope, node_id, _, _ = await self._receive(chunks, context)
         if self._faults is not None and self._faults.lose_acknowledgement():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
-        return peer_pb2.Receipt(receiver=self._node_id, round=envelope.round)
+        return peer_pb2.Receipt(receiver=node_id, round=envelope.round)
 
     async def Call(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Chunk:
         reply_envelope, data = await self._answer(_parsed(_single(request)), context)
@@ -74,58 +75,64 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     async def _answer(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                       ) -> tuple[peer_pb2.Envelope, bytes]:
         """Handle a request and return its reply (an acknowledgement when the mailbox answers nothing)."""
-        envelope, reply = await self._receive(chunks, context)
+        envelope, _, receiver, reply = await self._receive(chunks, context)
         if self._faults is not None and self._faults.lose_reply():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the reply was lost (fault injection)")
-        return reply or self._receiver.acknowledgement(envelope)
+        return reply or receiver.acknowledgement(envelope)
 
     async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
-                       ) -> tuple[peer_pb2.Envelope, Reply]:
-        """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status."""
-        envelope = peer_pb2.Envelope()
-        reply: Reply = None
+                       ) -> tuple[peer_pb2.Envelope, int, Receiver, Reply]:
+        """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status.
+
+        Returns the envelope, the id it was for, that id's Receiver and its reply.
+        """
         try:
             identity = self._authenticate(context) if self._authenticate else None
-            envelope, data = await self._reassemble(chunks, identity)
-            reply = await self._receiver.accept(envelope, data, identity)
+            envelope, node_id, receiver, data = await self._reassemble(chunks, identity)
+            # The identity was checked against the sender when the envelope was admitted.
+            reply = await receiver.accept(envelope, data, None if identity is None else envelope.sender)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
-        return envelope, reply
+        return envelope, node_id, receiver, reply
 
-    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: int | None
-                          ) -> tuple[peer_pb2.Envelope, bytes]:
-        """Read the stream, checking the envelope first and refusing payloads that grow too large."""
-        limit = self._receiver.payload_bytes
+    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: frozenset[int] | None
+                          ) -> tuple[peer_pb2.Envelope, int, Receiver, bytes]:
+        """Read the stream, routing and checking the envelope first and refusing payloads that grow too large."""
+        limit = self._hosted.payload_bytes
         envelope: peer_pb2.Envelope | None = None
+        routed: tuple[int, Receiver] | None = None
         parts: list[bytes] = []
         size = 0
         try:
             async for chunk in chunks:  # gRPC parses each chunk as the loop asks for it
                 if envelope is None:
                     if not chunk.HasField("envelope"):
-                        await self._refuse(None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
+                        await self._refuse(None, None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
                     envelope = chunk.envelope
-                    if self._authenticate is not None and identity is None:
-                        await self._refuse(envelope, "PERMISSION_DENIED",
-                                           "the client certificate names no node of this cluster")
-                    await self._receiver.admit(envelope, identity)
+                    routed = await self._hosted.admit(envelope, identity)
                 elif chunk.HasField("envelope"):
-                    await self._refuse(envelope, "INVALID_ARGUMENT", "only the first chunk may carry an envelope")
+                    await self._refuse(routed, envelope, "INVALID_ARGUMENT",
+                                       "only the first chunk may carry an envelope")
                 size += len(chunk.data)
                 if size > limit:
-                    await self._refuse(envelope, "RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
+                    await self._refuse(routed, envelope, "RESOURCE_EXHAUSTED", f"payload exceeds {limit} bytes")
                 parts.append(chunk.data)
         except DecodeError:
-            await self._refuse(envelope, "INVALID_ARGUMENT",
+            await self._refuse(routed, envelope, "INVALID_ARGUMENT",
                                f"a message is not a {peer_pb2.Chunk.DESCRIPTOR.full_name}")
-        if envelope is None:
-            await self._refuse(None, "INVALID_ARGUMENT", "empty stream")
-        return envelope, b"".join(parts)
+        if envelope is None or routed is None:
+            await self._refuse(None, None, "INVALID_ARGUMENT", "empty stream")
+        node_id, receiver = routed
+        return envelope, node_id, receiver, b"".join(parts)
 
-    async def _refuse(self, envelope: peer_pb2.Envelope | None, code: RefusalCode, detail: str) -> NoReturn:
-        """Log a refusal found while streaming, then raise it."""
+    async def _refuse(self, routed: tuple[int, Receiver] | None, envelope: peer_pb2.Envelope | None,
+                      code: RefusalCode, detail: str) -> NoReturn:
+        """Log a refusal found while streaming (in the receiving id's log once routed), then raise it."""
         refusal = Refusal(code, detail)
-        await self._receiver.reject(envelope, refusal)
+        if routed is None:
+            await self._hosted.reject_unrouted(envelope, refusal)
+        else:
+            await routed[1].reject(envelope, refusal)
         raise refusal
 
 
@@ -157,14 +164,17 @@ def add_peer_service(servicer: PeerServicer, server: grpc.aio.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(PEER_SERVICE, handlers),))
 
 
-async def start_server(receiver: Receiver, node_id: int, address: str, *,
+async def start_server(receivers: Mapping[int, Receiver], address: str, *,
                        credentials: grpc.ServerCredentials | None,
                        authenticate: Authenticator | None,
                        chunk_bytes: int, faults: LostAnswers | None = None
                        ) -> tuple[grpc.aio.Server, HealthServicer]:
-    """Bind and start the server; health reports SERVING (server-wide and for netdp.v1.Peer) once it listens."""
+    """Bind and start the server of the node ids `receivers` hosts.
+
+    Health reports SERVING (server-wide and for netdp.v1.Peer) once it listens.
+    """
     server = grpc.aio.server()
-    add_peer_service(PeerServicer(receiver, node_id, authenticate, chunk_bytes, faults), server)
+    add_peer_service(PeerServicer(receivers, authenticate, chunk_bytes, faults), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     add_reflection(server, (PEER_SERVICE, HEALTH_SERVICE))

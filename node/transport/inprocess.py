@@ -88,10 +88,12 @@ async def run_inprocess(
 
     for v in running:
         samplers = sampler_for(v)
-        gaussian, randomized_response = ((samplers.gaussian, samplers.randomized_response)
-                                         if isinstance(samplers, NodeSamplers) else (samplers, None))
+        gaussian, randomized_response, laplace = (
+            (samplers.gaussian, samplers.randomized_response, samplers.laplace)
+            if isinstance(samplers, NodeSamplers) else (samplers, None, None))
         hosts[v] = NodeHost(topology, v, values[v], gaussian, Path(log_root) / f"node-{v}", link_factory(v),
-                            on_step=step_hook(v), randomized_response=randomized_response, network=network)
+                            on_step=step_hook(v), randomized_response=randomized_response, network=network,
+                            laplace=laplace)
     try:
         outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:

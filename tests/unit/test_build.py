@@ -7,7 +7,7 @@ import pytest
 
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, Topology
+from node.topology import MuffliatoParams, NetworkParams, Topology, hosted_ids
 
 PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=10, dimension=2)
 
@@ -31,13 +31,19 @@ def test_given_addresses_are_used_in_node_order() -> None:
     assert [node.address for node in topology.nodes] == addresses
 
 
+def test_ids_that_share_an_address_are_one_process() -> None:
+    topology = build(generate("ring", n=6), host="h", base_port=7000, ids_per_process=4)
+    assert [node.address for node in topology.nodes] == ["h:7000"] * 4 + ["h:7001"] * 2
+    assert hosted_ids(topology) == [(0, 1, 2, 3), (4, 5)]
+
+
 @pytest.mark.parametrize(
     ("graph", "options", "message"),
     [
         (nx.Graph([(0, 1), (2, 3)]), {}, "not connected: it has 2 components"),
         (nx.Graph([(1, 2), (2, 3)]), {}, "nodes must be 0..n-1"),
         (generate("ring", n=4), {"addresses": ["h:1", "h:2"]}, "2 addresses given for 4 nodes"),
-        (generate("ring", n=4), {"addresses": ["h:1", "h:2", "h:3", "h:1"]}, "two nodes share an address"),
+        (generate("ring", n=4), {"ids_per_process": 0}, "ids per process must be at least 1"),
         (generate("ring", n=4), {"base_port": 65533}, "field 'nodes.3.address'"),
     ],
 )

@@ -23,6 +23,7 @@ from coordinator_tools.certs import CA_KEY_FILE, write_cluster_certs
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
+from node.idset import format_ids
 from node.security import (
     channel_credentials,
     channel_options,
@@ -38,13 +39,13 @@ WHO_AM_I = "/netdp.test.Identity/WhoAmI"
 RPC_TIMEOUT_S = 5.0
 
 
-def make_topology(run_id: str) -> Topology:
+def make_topology(run_id: str, n: int = 3, **addressing: object) -> Topology:
     return build_topology(
-        generate("ring", n=3),
+        generate("ring", n=n),
         graph_name="ring",
         run_id=run_id,
         protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=3, dimension=2),
-        addresses=ADDRESSES,
+        **(addressing or {"addresses": ADDRESSES}),
     )
 
 
@@ -97,14 +98,35 @@ def test_sans_cover_tls_name_compose_service_topology_host_and_loopback(cluster:
     assert all(ipaddress.ip_address(ip) for ip in ips)
 
 
+@pytest.fixture(scope="module")
+def cohosted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Certificates of an 8-node ring published as 2 processes of 4 ids (127.0.0.1:7100 and :7101)."""
+    out = tmp_path_factory.mktemp("certs") / "cohosted"
+    topology = make_topology("cohosted", n=8, host="127.0.0.1", base_port=7100, ids_per_process=4)
+    assert write_cluster_certs(topology, out, days=30) == 2
+    return out
+
+
+def test_a_process_hosting_several_ids_has_one_certificate_naming_each_of_them(cohosted: Path):
+    pems = {v: (cohosted / f"node-{v}" / "node.pem").read_bytes() for v in range(8)}
+    assert len({pems[v] for v in range(4)}) == 1 and len({pems[v] for v in range(4, 8)}) == 1
+    assert pems[0] != pems[4]
+    names = certificate(cohosted / "node-2" / "node.pem").extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert [name for name in names if name.startswith("netdp-node-")] == [f"netdp-node-{v}" for v in range(4)]
+    assert load_tls(cohosted / "node-2", expected_id=(0, 1, 2, 3)).node_ids == {0, 1, 2, 3}
+    with pytest.raises(ConfigError, match="certificate is for nodes 4-7, not node 3"):
+        load_tls(cohosted / "node-4", expected_id=(3, 4))
+
+
 def test_refuses_to_replace_an_existing_ca(cluster: Path):
     with pytest.raises(ConfigError, match="--force"):
         write_cluster_certs(make_topology("cluster-a"), cluster, days=30)
 
 
 def test_load_tls_reads_the_node_id(cluster: Path):
-    assert load_tls(cluster / "node-2").node_id == 2
-    assert load_tls(cluster / "node-2", expected_id=2).node_id == 2
+    assert load_tls(cluster / "node-2").node_ids == {2}
+    assert load_tls(cluster / "node-2", expected_id=2).node_ids == {2}
 
 
 def assemble(folder: Path, ca: Path, cert: Path, key: Path | None) -> Path:
@@ -156,7 +178,8 @@ async def identity_server(credentials: grpc.ServerCredentials | None) -> AsyncIt
 
     async def who_am_i(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         state.calls += 1
-        return str(peer_identity(context)).encode()
+        identity = peer_identity(context)
+        return b"None" if identity is None else format_ids(identity).encode()
 
     service, method = WHO_AM_I.strip("/").split("/")
     handlers = {method: grpc.unary_unary_rpc_method_handler(who_am_i)}
@@ -238,6 +261,15 @@ async def test_plain_text_client_cannot_reach_a_tls_server(tls_server: IdentityS
         await ask(tls_server.port, None)
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert tls_server.calls == 0
+
+
+async def test_a_process_certificate_proves_every_id_it_names_and_no_other(cohosted: Path):
+    async with identity_server(server_credentials(load_tls(cohosted / "node-4"))) as server:
+        assert await ask(server.port, channel_credentials(load_tls(cohosted / "node-0")), expect_peer=4) == b"0-3"
+        # A client that expects node 0 there finds a process certified for 4..7 only.
+        with pytest.raises(grpc.aio.AioRpcError):
+            await ask(server.port, channel_credentials(load_tls(cohosted / "node-0")), expect_peer=0)
+    assert server.calls == 1
 
 
 async def test_plain_text_peer_has_no_identity(plain_server: IdentityServer):

@@ -61,7 +61,7 @@ async def test_a_token_whose_acknowledgement_is_lost_is_logged_once_and_acknowle
     slot = TokenSlot(TOKEN, journal, outbox=None, attempts=1)
     receiver.register(TOKEN, slot.handle, scheme="hop", payload=True)
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
-    server, health = await start_server(receiver, 1, address, credentials=None, authenticate=None,
+    server, health = await start_server({1: receiver}, address, credentials=None, authenticate=None,
                                         chunk_bytes=TOPOLOGY.network.chunk_bytes,
                                         faults=LostAnswers(acknowledgements=0.5, rng=ScriptedDraws(0.0, 0.99)))
     link = GrpcPeerLink(address, chunk_bytes=TOPOLOGY.network.chunk_bytes)

@@ -84,9 +84,11 @@ class Outcome:
 
 def envelope_verdict(envelope: peer_pb2.Envelope, identity: int | None) -> str | None:
     """The refusal code of an envelope on its own, in the order the node checks it; None if fine."""
+    if identity is not None and identity != envelope.sender:  # the certificate first: it must name the sender
+        return "PERMISSION_DENIED"
     if envelope.run_id != RUN_ID or envelope.protocol != PROTOCOL:
         return "FAILED_PRECONDITION"
-    if envelope.sender >= TOPOLOGY.n or (identity is not None and identity != envelope.sender):
+    if envelope.sender >= TOPOLOGY.n:
         return "PERMISSION_DENIED"
     if envelope.sender not in NEIGHBOURS:
         return "PERMISSION_DENIED"
@@ -292,8 +294,9 @@ async def live_node(log_dir: Path, identity: int | None,
     await inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
     await inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
-    server, health = await start_server(receiver, NODE, address, credentials=None,
-                                        authenticate=None if identity is None else lambda _context: identity,
+    certified = None if identity is None else frozenset({identity})
+    server, health = await start_server({NODE: receiver}, address, credentials=None,
+                                        authenticate=None if certified is None else lambda _context: certified,
                                         chunk_bytes=TOPOLOGY.network.chunk_bytes)
     try:
         yield LiveNode(receiver, inbox, journal, address, log_dir / VIEW_LOG_NAME)

@@ -43,7 +43,7 @@ def listed_services(address: str, reflection_service: str) -> list[str]:
 async def test_health_answers_for_the_peer_service_and_reflection_lists_it(tmp_path, reflection_service):
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="services", node_id=0))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
-    server, health = await start_server(Receiver(TOPOLOGY, 0, journal), 0, address, credentials=None,
+    server, health = await start_server({0: Receiver(TOPOLOGY, 0, journal)}, address, credentials=None,
                                         authenticate=None, chunk_bytes=TOPOLOGY.network.chunk_bytes)
     try:
         for service in ("", PEER_SERVICE):

@@ -275,8 +275,8 @@ def test_help_marks_each_option_with_its_protocols(capsys: pytest.CaptureFixture
         main(["topology", "generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--rounds ROUNDS [muffliato] gossip rounds T" in text
-    assert "--tick-rate TICK_RATE [muffliato-async] rate of each node's Poisson clock, per second (default 20.0)" \
-        in text
+    assert "--tick-rate TICK_RATE [muffliato-async, personalized-cd] rate of each node's Poisson clock, per second " \
+           "(default 20.0)" in text
     assert "--sigma SIGMA [muffliato, muffliato-async, muffliato-gd, ring-sum, walk-sum, rw-sgd] std of each " \
            "Gaussian noise draw" in text
     assert "--plain [muffliato, muffliato-gd] plain gossip" in text

@@ -10,13 +10,15 @@ from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato_async import MuffliatoAsyncAuditor
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
+from coordinator_tools.audit.protocols.personalized_cd import PersonalizedCDAuditor
 from coordinator_tools.audit.protocols.rw_sgd import RwSgdAuditor
 from coordinator_tools.audit.protocols.token_sum import RingHistogramAuditor, RingSumAuditor, WalkSumAuditor
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 
 AUDITORS: tuple[ProtocolAuditor, ...] = (MuffliatoAuditor(), MuffliatoAsyncAuditor(), MuffliatoGDAuditor(),
-                                          RingSumAuditor(), WalkSumAuditor(), RwSgdAuditor(), RingHistogramAuditor())
+                                          RingSumAuditor(), WalkSumAuditor(), RwSgdAuditor(), RingHistogramAuditor(),
+                                          PersonalizedCDAuditor())
 
 
 def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor:

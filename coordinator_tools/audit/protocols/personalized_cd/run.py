@@ -1,0 +1,139 @@
+"""What a personalized-CD run really did, from its view logs: each agent's releases and the ε it paid for each.
+
+An agent's public log holds, per update t (from 0): a `budget` record (the ε the step spent,
+written with the step's `step_inputs` before the step's model left the node), then the `sent`
+records of its broadcast (kind `model`, sequence t + 1) to every neighbour. The rebuild keeps,
+per agent, the ε of every step in order, and notes:
+* a release (a broadcast, as its own log or a receiver's names it) without its budget record:
+  an error in a private run, the model left unpaid;
+* budget records out of order or twice for a step: an error (every logged spend still counts);
+* an agent without a usable log: its releases are counted from what its neighbours received,
+  each at the published per-step ε (a warning: the spend is inferred, not read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from coordinator_tools.audit.protocols.base import OnTopology
+from coordinator_tools.audit.records import Finding, NodeLog
+from coordinator_tools.audit.report import json_number
+from node.message import kind_of
+from node.protocols.personalized_cd import MODEL, PersonalizedCDParams
+from node.topology import Topology
+
+
+def record_problem(topology: Topology, node: int, kind: str, entry: Any) -> str | None:
+    """Why a public record cannot belong to personalized CD, or None."""
+    params: PersonalizedCDParams = topology.protocol
+    if kind in ("sent", "received", "rejected"):
+        if kind_of(entry) != MODEL:
+            return f"a message of kind {kind_of(entry)!r}; personalized CD only broadcasts {MODEL!r}"
+        if not 1 <= entry.sequence <= params.updates:
+            return f"broadcast sequence {entry.sequence} is outside 1..{params.updates}"
+    elif kind in ("budget", "step_inputs") and entry.step >= params.updates:
+        return f"step {entry.step} is beyond the {params.updates} updates of an agent"
+    if kind == "budget" and not (params.private and np.isfinite(entry.epsilon) and entry.epsilon > 0.0):
+        return f"a budget record of epsilon {entry.epsilon:g}" + ("" if params.private else " in a non-private run")
+    if kind == "step_inputs":
+        strangers = [ref.peer for ref in entry.inputs if ref.peer not in topology.neighbours[node]]
+        if strangers:
+            return f"step {entry.step} used a model of node {strangers[0]}, not a neighbour"
+    return None
+
+
+@dataclass
+class BroadcastRun(OnTopology):
+    """Every agent's spends in step order (its releases), read from the logs or inferred."""
+
+    topology: Topology
+    spends: dict[int, list[float]] = field(default_factory=dict)  # agent -> ε of each step it released
+    inferred: set[int] = field(default_factory=set)  # agents whose spends come from the published split
+    heard: np.ndarray | None = None  # [u, v]: v logged at least one broadcast of u
+
+    def releases(self, agent: int) -> int:
+        return len(self.spends.get(agent, ()))
+
+    def run_section(self) -> dict[str, object]:
+        params: PersonalizedCDParams = self.topology.protocol
+        return {
+            "protocol": params.name, "run_id": self.topology.run_id, "topology_digest": self.topology.digest,
+            "graph": self.topology.graph, "n": self.n, "private": params.private, "updates_planned": params.updates,
+            "updates": [self.releases(agent) for agent in range(self.n)],
+            "inferred_spends": sorted(self.inferred),
+        }
+
+    def node_summary(self, node: int) -> dict[str, object]:
+        return {"updates": self.releases(node), "epsilon_sum": json_number(sum(self.spends.get(node, ()))),
+                "spend_inferred": node in self.inferred}
+
+
+def planned_run(topology: Topology) -> BroadcastRun:
+    """The run as published: every agent makes its T_i updates at its split ε, and every neighbour hears them."""
+    params: PersonalizedCDParams = topology.protocol
+    spends = {agent: [_published_step(params, agent)] * params.updates for agent in range(topology.n)}
+    return BroadcastRun(topology, spends, heard=_adjacency(topology))
+
+
+def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> BroadcastRun:
+    """Each agent's spends from its own log, or inferred from its neighbours' when its log is unusable."""
+    params: PersonalizedCDParams = topology.protocol
+    heard = np.zeros((topology.n, topology.n), dtype=bool)
+    received: dict[int, int] = {}  # agent -> highest sequence of its broadcasts in any log
+    for observer, log in logs.items():
+        for key in log.values_in_view():
+            heard[key.peer, observer] = True
+            received[key.peer] = max(received.get(key.peer, 0), key.id.sequence)
+    run = BroadcastRun(topology, heard=heard)
+    for agent in range(topology.n):
+        log = logs.get(agent)
+        if log is not None:
+            run.spends[agent] = _logged_spends(agent, log, params, max(received.get(agent, 0),
+                                                                      _own_releases(log)), findings)
+        elif received.get(agent):
+            run.spends[agent] = [_published_step(params, agent)] * received[agent]
+            run.inferred.add(agent)
+            findings.append(Finding("warning", "inferred_spend", agent,
+                                    f"node {agent} has no usable log: its {received[agent]} releases seen by its "
+                                    "neighbours are counted at the published per-step epsilon"))
+    return run
+
+
+def _own_releases(log: NodeLog) -> int:
+    return max((key.id.sequence for key in log.sent), default=0)
+
+
+def _logged_spends(agent: int, log: NodeLog, params: PersonalizedCDParams, releases: int,
+                   findings: list[Finding]) -> list[float]:
+    """The ε of every spend the agent logged (all count, in or out of order); a release beyond them is unpaid."""
+    spends: list[float] = []
+    for record in log.of_kind("budget"):
+        if record.step != len(spends):
+            findings.append(Finding("error", "budget_out_of_order", agent,
+                                    f"node {agent} logged the spend of step {record.step} after {len(spends)} "
+                                    "spends; it counts all the same"))
+        spends.append(float(record.epsilon))
+    if not params.private:
+        return [np.inf] * releases  # every release of non-private CD is unprotected
+    if releases > len(spends):
+        findings.append(Finding("error", "release_without_budget", agent,
+                                f"node {agent} released {releases} models but logged the spend of {len(spends)} "
+                                "steps: the others are counted at the published per-step epsilon"))
+        spends += [_published_step(params, agent)] * (releases - len(spends))
+    return spends
+
+
+def _published_step(params: PersonalizedCDParams, agent: int) -> float:
+    step = params.step_epsilon(agent)
+    return np.inf if step is None else step
+
+
+def _adjacency(topology: Topology) -> np.ndarray:
+    adjacency = np.zeros((topology.n, topology.n), dtype=bool)
+    for v, peers in enumerate(topology.neighbours):
+        adjacency[list(peers), v] = True
+    return adjacency

@@ -1,0 +1,86 @@
+"""The node ids one server hosts: which one an incoming message is for, and who may send it.
+
+A process may host many node ids behind one server. A message goes to the Receiver of the id
+its envelope names as receiver (an envelope that names none is for the only id of a process
+hosting one). Before that Receiver checks the message as it checks every message, the caller's
+certificate must name the claimed sender: a process certified for ids 0..3 can speak as any of
+them and as no other. Refusals go to the receiving id's view log; one that is for no hosted id
+goes to the log of a process hosting one id, else to the process's own log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from netdp.v1 import peer_pb2
+from node.idset import describe_nodes
+from node.receiver import Receiver
+from node.refusal import Refusal
+
+LOG = logging.getLogger("netdp.node")
+NO_NODE_NAMED = "the client certificate names no node of this cluster"
+
+
+class HostedReceivers:
+    """The Receivers of the node ids behind one server, and the identity check in front of them."""
+
+    def __init__(self, receivers: Mapping[int, Receiver], *, authenticated: bool) -> None:
+        """`authenticated`: callers prove node ids with a certificate (mutual TLS); else plain text, no check."""
+        if not receivers:
+            raise ValueError("a server hosts at least one node id")
+        self._receivers = dict(receivers)
+        self._sole = next(iter(self._receivers.values())) if len(self._receivers) == 1 else None
+        self._authenticated = authenticated
+        self._hosted = describe_nodes(self._receivers)
+
+    @property
+    def payload_bytes(self) -> int:
+        """Byte length of the largest valid payload (one topology: the same for every hosted id)."""
+        return next(iter(self._receivers.values())).payload_bytes
+
+    async def admit(self, envelope: peer_pb2.Envelope, identity: frozenset[int] | None) -> tuple[int, Receiver]:
+        """The receiving id and its Receiver, once the caller may send this envelope; log and raise on refusal."""
+        node_id, receiver = await self._route(envelope)
+        authenticated_sender = None
+        if self._authenticated:
+            refusal = _identity_refusal(envelope.sender, identity)
+            if refusal is not None:
+                await receiver.reject(envelope, refusal)
+                raise refusal
+            authenticated_sender = int(envelope.sender)
+        await receiver.admit(envelope, authenticated_sender)
+        return node_id, receiver
+
+    async def reject_unrouted(self, envelope: peer_pb2.Envelope | None, refusal: Refusal) -> None:
+        """Log a refusal that no hosted id's receiver took: in the only id's view log, else the process log."""
+        if self._sole is not None:
+            await self._sole.reject(envelope, refusal)
+        else:
+            sender = "?" if envelope is None else envelope.sender
+            LOG.warning("refused a message from node %s to %s: %s", sender, self._hosted, refusal)
+
+    async def _route(self, envelope: peer_pb2.Envelope) -> tuple[int, Receiver]:
+        if envelope.HasField("receiver"):
+            receiver = self._receivers.get(envelope.receiver)
+            if receiver is not None:
+                return envelope.receiver, receiver
+            refusal = Refusal("NOT_FOUND", f"node {envelope.receiver} is not hosted here (this server hosts "
+                                           f"{self._hosted})")
+        elif self._sole is not None:
+            node_id, = self._receivers
+            return node_id, self._sole
+        else:
+            refusal = Refusal("INVALID_ARGUMENT", f"the envelope names no receiver, and this server hosts "
+                                                  f"{self._hosted}")
+        await self.reject_unrouted(envelope, refusal)
+        raise refusal
+
+
+def _identity_refusal(sender: int, identity: frozenset[int] | None) -> Refusal | None:
+    """Why a caller certified for `identity` may not send as `sender`; None if it may."""
+    if not identity:
+        return Refusal("PERMISSION_DENIED", NO_NODE_NAMED)
+    if sender not in identity:
+        return Refusal("PERMISSION_DENIED", f"authenticated as {describe_nodes(identity)}, claims {sender}")
+    return None
