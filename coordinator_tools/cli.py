@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "coordinator_tools.topology.command",
     "coordinator_tools.certs",
     "coordinator_tools.compose",
+    "coordinator_tools.collect",
     "coordinator_tools.audit.command",
     "coordinator_tools.audit.plan_command",
     "coordinator_tools.compare.command",

@@ -72,10 +72,12 @@ class ComposeCluster:
 
 
 def make_compose_cluster(root: Path, image: str, *, run_id: str, sigma: float, protocol: Sequence[str],
-                         round_deadline_s: float = NetworkParams().round_deadline_s) -> ComposeCluster:
+                         round_deadline_s: float = NetworkParams().round_deadline_s,
+                         compose_options: Sequence[str] = ()) -> ComposeCluster:
     """An 8-node hypercube with data, mTLS certificates and a compose file, made with the `netdp` CLI.
 
-    `protocol` is the `--protocol NAME` and its options, as a user types them.
+    `protocol` is the `--protocol NAME` and its options, `compose_options` more `netdp compose`
+    options, as a user types them.
     """
     topology_file = root / "topology.json"
     steps = [
@@ -85,7 +87,7 @@ def make_compose_cluster(root: Path, image: str, *, run_id: str, sigma: float, p
         ["data", "generate", str(topology_file), "--out", str(root / "data"), "--seed", str(DATA_SEED)],
         ["certs", str(topology_file), "--out", str(root / "certs")],
         ["compose", str(topology_file), "--data", str(root / "data"), "--out", str(root / "cluster"),
-         "--image", image, "--certs", str(root / "certs")],
+         "--image", image, "--certs", str(root / "certs"), *compose_options],
     ]
     for argv in steps:
         assert netdp(argv) == 0, f"netdp {' '.join(argv)} failed"
@@ -125,7 +127,12 @@ def assert_estimates_are_noisy_mean(cluster: ComposeCluster) -> np.ndarray:
 
 def audit_cleanly(cluster: ComposeCluster, out: Path) -> dict:
     """`netdp audit --with-private-logs` of the run folder: exit 0 and every check ok; returns report.json."""
-    argv = ["audit", str(cluster.rundir), "--out", str(out), "--with-private-logs", "--attack-pairs", "none"]
+    return audit_rundir(cluster.rundir, out, "--with-private-logs")
+
+
+def audit_rundir(rundir: Path, out: Path, *options: str) -> dict:
+    """`netdp audit RUNDIR` (no attack) with `options`: exit 0 and every check ok; returns report.json."""
+    argv = ["audit", str(rundir), "--out", str(out), "--attack-pairs", "none", *options]
     status = netdp(argv)
     report = json.loads((out / "report.json").read_text())
     failed = [check for check in report["checks"] if not check["ok"]]

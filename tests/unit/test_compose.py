@@ -68,14 +68,18 @@ def volume_map(service: dict) -> dict[str, tuple[str, str]]:
 def test_one_service_per_node_with_mtls(topology, data_dir, certs_dir, tmp_path):
     out = tmp_path / "out"
     document = generated(topology, data_dir, out, certs_dir)
-    assert document["version"] == "2.4"
-    assert document["networks"] == {"netdp": {"driver": "bridge", "internal": True}}
+    assert document["version"] == "3.8"
+    # No driver: docker-compose makes a bridge, `docker stack deploy` an overlay, from the same file.
+    assert document["networks"] == {"netdp": {"internal": True, "attachable": True}}
     assert sorted(document["services"]) == [f"node-{v}" for v in range(N)]
     for v in range(N):
         service = document["services"][f"node-{v}"]
         assert (service["image"], service["hostname"], service["user"]) == ("netdp-node:test", f"node-{v}", USER)
         assert service["networks"] == ["netdp"]
         assert service["init"] is True  # SIGTERM reaches the node even outside its own handler
+        # Swarm: a finished node is not restarted, and its name resolves to its task (no routing mesh).
+        assert service["deploy"] == {"restart_policy": {"condition": "none"}, "endpoint_mode": "dnsrr"}
+        assert not {"restart", "build", "container_name", "depends_on"} & service.keys()  # stack deploy: none
         volumes = volume_map(service)
         assert volumes == {
             "/netdp/topology.json": ("./run/topology.json", "ro"),
@@ -107,6 +111,15 @@ def test_insecure_mode_mounts_no_certificates(topology, data_dir, tmp_path):
     assert "/netdp/tls" not in volume_map(service)
     assert node_cli.build_parser().parse_args(service["command"]).insecure
     assert healthcheck.build_parser().parse_args(service["healthcheck"]["test"][4:]).insecure
+
+
+def test_pin_constrains_each_service_to_machines_labelled_for_its_node(topology, data_dir, certs_dir, tmp_path):
+    compose_file = write_compose(topology, data_dir, tmp_path / "out", "netdp-node:test", certs_dir, USER, pin=True)
+    services = json.loads(compose_file.read_text())["services"]
+    for v in range(N):
+        deploy = services[f"node-{v}"]["deploy"]
+        assert deploy["placement"] == {"constraints": [f"node.labels.netdp.node-{v} == true"]}
+        assert deploy["restart_policy"] == {"condition": "none"}
 
 
 def test_run_folder_has_the_rundir_layout(topology, data_dir, certs_dir, tmp_path):
