@@ -1,7 +1,8 @@
 """`netdp certs`: a cluster CA and one mutual-TLS certificate per node process of a topology.
 
 The node ids that share an address in the topology are hosted by one process: they get one
-certificate naming all of them (see node/security.py for the identity scheme). Layout written
+certificate naming all of them, by the process's lowest id and its runs of consecutive ids
+(see node/security.py for the identity scheme). Layout written
 under --out:
 
     DIR/ca.pem, DIR/ca.key            the cluster CA; ca.key stays with the operator
@@ -27,9 +28,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from coordinator_tools.compose import service_name
+from coordinator_tools.compose import node_folder, service_name
 from node.errors import ConfigError
-from node.security import CA_FILE, CERT_FILE, KEY_FILE, node_name
+from node.idset import describe_nodes
+from node.security import CA_FILE, CERT_FILE, KEY_FILE, node_name, process_names
 from node.topology import Topology, hosted_ids, load_topology
 
 CA_KEY_FILE = "ca.key"
@@ -37,6 +39,8 @@ CLOCK_SKEW = dt.timedelta(minutes=5)
 LOOPBACK_NAMES = ("localhost",)
 LOOPBACK_IPS = ("127.0.0.1", "::1")
 UNSPECIFIED_IPS = (ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::"))
+# grpcio 1.85.1 fails every handshake whose client presents a certificate of about 8.4 KB (DER) or more.
+MAX_CERTIFICATE_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def make_ca(label: str, days: int) -> Issued:
 
 
 def issue_node_certificate(ca: Issued, node_ids: Sequence[int], hosts: list[str], days: int) -> Issued:
-    """A server+client certificate for a process hosting `node_ids`: one SAN `netdp-node-<id>` each, then `hosts`.
+    """A server+client certificate for a process hosting `node_ids`: SANs `process_names(node_ids)`, then `hosts`.
 
     Its CN is `netdp-node-<id>` for one id, a description for several (identity is read from the SANs only).
     """
@@ -82,7 +86,7 @@ def issue_node_certificate(ca: Issued, node_ids: Sequence[int], hosts: list[str]
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
-        .add_extension(x509.SubjectAlternativeName(_general_names([*map(node_name, node_ids), *hosts])),
+        .add_extension(x509.SubjectAlternativeName(_general_names([*process_names(node_ids), *hosts])),
                        critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
@@ -130,35 +134,42 @@ def _general_names(hosts: list[str]) -> list[x509.GeneralName]:
 
 
 def node_hosts(topology: Topology, node_ids: Sequence[int]) -> list[str]:
-    """Names a tool may dial the process hosting `node_ids` by: their compose services, its topology host, loopback."""
+    """Names a tool may dial the process hosting `node_ids` by: its compose service, its topology host, loopback."""
     host = topology.address_of(node_ids[0]).rpartition(":")[0].strip("[]")
     try:
         listed = [] if ipaddress.ip_address(host) in UNSPECIFIED_IPS else [host]
     except ValueError:
         listed = [host]
-    return [*map(service_name, node_ids), *listed, *LOOPBACK_NAMES, *LOOPBACK_IPS]
+    return [service_name(node_ids), *listed, *LOOPBACK_NAMES, *LOOPBACK_IPS]
 
 
 def write_cluster_certs(topology: Topology, out: Path, days: int, force: bool = False) -> int:
     """Make the CA and every node's TLS directory under `out`; return how many processes got a certificate.
 
-    Refuses to replace a CA unless `force`.
+    Refuses to replace a CA unless `force`, and, before writing anything, a certificate too large for a handshake.
     """
     if (out / CA_KEY_FILE).exists() and not force:
         raise ConfigError(
             f"{out / CA_KEY_FILE} exists; pass --force to replace this cluster's CA and all node certificates"
         )
     ca = make_ca(topology.run_id, days)
+    processes = hosted_ids(topology)
+    issued_for = {node_ids: issue_node_certificate(ca, node_ids, node_hosts(topology, node_ids), days)
+                  for node_ids in processes}
+    for node_ids, issued in issued_for.items():
+        size = len(issued.certificate.public_bytes(serialization.Encoding.DER))
+        if size > MAX_CERTIFICATE_BYTES:
+            raise ConfigError(f"the certificate of {describe_nodes(node_ids)} would take {size} bytes, more than "
+                              f"gRPC's TLS handshake carries ({MAX_CERTIFICATE_BYTES}); publish fewer ids per "
+                              "address, or runs of consecutive ids")
     ca_pem = ca.certificate.public_bytes(serialization.Encoding.PEM)
     out.mkdir(parents=True, exist_ok=True)
     _write(out / CA_FILE, ca_pem, 0o644)
     _write(out / CA_KEY_FILE, _key_pem(ca.key), 0o600)
-    processes = hosted_ids(topology)
-    for node_ids in processes:
-        issued = issue_node_certificate(ca, node_ids, node_hosts(topology, node_ids), days)
+    for node_ids, issued in issued_for.items():
         cert_pem, key_pem = issued.certificate.public_bytes(serialization.Encoding.PEM), _key_pem(issued.key)
         for node_id in node_ids:
-            directory = out / service_name(node_id)
+            directory = out / node_folder(node_id)
             directory.mkdir(exist_ok=True)
             _write(directory / CA_FILE, ca_pem, 0o644)
             _write(directory / CERT_FILE, cert_pem, 0o644)
@@ -196,7 +207,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "certs",
         help="make a cluster CA and one mutual-TLS certificate per node process",
         description="Make a cluster CA and, for every node process of TOPOLOGY (the node ids sharing an "
-        "address), a certificate naming each of its ids (subjectAltName netdp-node-<id>) signed by that CA. "
+        "address), a certificate naming its ids (subjectAltName netdp-node-<lowest id>, then netdp-nodes-<a>-<b> "
+        "per run of consecutive ids) signed by that CA. "
         "Nodes accept only peers whose certificate this CA signed, and only messages from an id it names.",
     )
     parser.add_argument("topology", type=Path, metavar="TOPOLOGY", help="published topology file (JSON)")

@@ -1,11 +1,12 @@
 """`netdp collect`: wait for a swarm stack's nodes to finish, then gather their logs into a run folder.
 
-Under `docker stack deploy` every node's log folder is a bind mount on whichever machine ran
-its task, at the path the compose file names, so the logs end up spread over the swarm. The
-engine knows where each task ran: this asks it (the docker CLI, on a manager) and copies the
-topology and each node's public logs (view.log, estimate.json) into RUNDIR, with a plain copy
+Under `docker stack deploy` every node id's log folder is a bind mount on whichever machine ran
+its service's task, at the path the compose file names, so the logs end up spread over the swarm.
+The engine knows where each task ran: this asks it (the docker CLI, on a manager) and copies the
+topology and each node id's public logs (view.log, estimate.json) into RUNDIR, with a plain copy
 for tasks that ran on this machine and `scp` from the machine's swarm address for the others.
-Private logs stay where they were written. RUNDIR then has the layout `netdp audit` reads.
+Private logs stay where they were written. RUNDIR then has the layout `netdp audit` reads,
+whether a service hosted one id or several.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
-from coordinator_tools.compose import (
-    CONTAINER_LOG_DIR,
-    CONTAINER_TOPOLOGY,
-    service_name,
-)
+from coordinator_tools.compose import CONTAINER_TOPOLOGY, container_log_dir, services
 from node.errors import ConfigError, NetdpError
 from node.host import ESTIMATE_FILE
+from node.idset import describe_nodes
 from node.topology import load_topology
 from node.viewlog import VIEW_LOG_NAME
 
@@ -39,14 +38,13 @@ DEFAULT_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
-class NodeTask:
-    """The newest task of one node's service: its state, where it ran and where its files are there."""
+class ServiceTask:
+    """The newest task of one service: its state, where it ran and where its bind mounts are there."""
 
     state: str
     problem: str  # swarm's error message, if any
     machine: str  # swarm node id, empty if never scheduled
-    log_dir: PurePosixPath
-    topology: PurePosixPath
+    mounts: Mapping[PurePosixPath, PurePosixPath]  # container path -> source path on that machine
 
 
 def _docker(*args: str) -> str:
@@ -59,8 +57,8 @@ def _docker(*args: str) -> str:
     return result.stdout
 
 
-def stack_tasks(stack: str) -> dict[str, NodeTask]:
-    """Each service of the stack, by its compose name (node-<id>), with its newest task."""
+def stack_tasks(stack: str) -> dict[str, ServiceTask]:
+    """Each service of the stack, by its compose name (node-<id>, nodes-<lowest>-<highest>), with its newest task."""
     service_ids = _docker("service", "ls", "-q", "--filter", f"label={STACK_LABEL}={stack}").split()
     if not service_ids:
         raise ConfigError(f"no stack {stack!r} on this swarm: run on a manager, after `docker stack deploy`")
@@ -70,16 +68,16 @@ def stack_tasks(stack: str) -> dict[str, NodeTask]:
     newest = {task["ServiceID"]: task for task in sorted(every_task, key=lambda task: task["CreatedAt"])}
     tasks = {}
     for service in services:
-        mounts = {m["Target"]: m["Source"] for m in service["Spec"]["TaskTemplate"]["ContainerSpec"].get("Mounts", [])}
+        mounts = {PurePosixPath(m["Target"]): PurePosixPath(m["Source"])
+                  for m in service["Spec"]["TaskTemplate"]["ContainerSpec"].get("Mounts", [])}
         task = newest.get(service["ID"], {"Status": {"State": "not scheduled"}})
-        tasks[service["Spec"]["Name"].removeprefix(f"{stack}_")] = NodeTask(
+        tasks[service["Spec"]["Name"].removeprefix(f"{stack}_")] = ServiceTask(
             state=task["Status"]["State"], problem=task["Status"].get("Err", ""), machine=task.get("NodeID", ""),
-            log_dir=PurePosixPath(mounts[str(CONTAINER_LOG_DIR)]),
-            topology=PurePosixPath(mounts[str(CONTAINER_TOPOLOGY)]))
+            mounts=mounts)
     return tasks
 
 
-def wait_finished(stack: str, timeout_s: float) -> dict[str, NodeTask]:
+def wait_finished(stack: str, timeout_s: float) -> dict[str, ServiceTask]:
     """Poll until every service's task is in a final state; the run is over then, whatever its outcome."""
     deadline = time.monotonic() + timeout_s
     reported = -1
@@ -89,7 +87,7 @@ def wait_finished(stack: str, timeout_s: float) -> dict[str, NodeTask]:
         if finished == len(tasks):
             return tasks
         if finished != reported:
-            print(f"netdp collect: {finished}/{len(tasks)} nodes of stack {stack} finished", file=sys.stderr)
+            print(f"netdp collect: {finished}/{len(tasks)} services of stack {stack} finished", file=sys.stderr)
             reported = finished
         if time.monotonic() > deadline:
             running = sorted(f"{name} ({task.state})" for name, task in tasks.items() if task.state not in FINAL_STATES)
@@ -130,27 +128,36 @@ def collect(stack: str, out: Path, timeout_s: float) -> list[str]:
     tasks = wait_finished(stack, timeout_s)
     machines = _Machines()
     out.mkdir(parents=True, exist_ok=True)
-    # Every node mounts the same topology file: take it from a machine that ran one to the end.
+    # Every service mounts the same topology file: take it from a machine that ran one to the end.
     source = next((task for task in tasks.values() if task.state == "complete"), None)
-    if source is None or not machines.fetch(source.machine, source.topology, out / TOPOLOGY_FILE):
+    if source is None or not machines.fetch(source.machine, source.mounts[CONTAINER_TOPOLOGY], out / TOPOLOGY_FILE):
         raise NetdpError(f"no node of stack {stack} completed, or its topology file could not be copied: "
                          + ", ".join(f"{name}: {task.state} {task.problem}" for name, task in sorted(tasks.items())))
     problems = []
-    for node in load_topology(out / TOPOLOGY_FILE).nodes:
-        task = tasks.get(service_name(node.id))
+    for name, node_ids in services(load_topology(out / TOPOLOGY_FILE)).items():
+        task = tasks.get(name)
         if task is None:
-            problems.append(f"node {node.id}: stack {stack} has no service {service_name(node.id)}")
+            problems.append(f"{describe_nodes(node_ids)}: stack {stack} has no service {name}")
             continue
         if task.state != "complete":
-            problems.append(f"node {node.id}: task {task.state} {task.problem}".rstrip())
+            problems.append(f"{describe_nodes(node_ids)}: task {task.state} {task.problem}".rstrip())
         if not task.machine:
             continue
-        log_dir = node_log_dir(out, node.id)
-        log_dir.mkdir()
-        for name in PUBLIC_FILES:
-            if not machines.fetch(task.machine, task.log_dir / name, log_dir / name):
-                problems.append(f"node {node.id}: no {task.log_dir / name} on swarm node {task.machine}")
+        for node_id in node_ids:
+            problems += _fetch_public_logs(machines, task, container_log_dir(node_ids, node_id), out, node_id)
     return problems
+
+
+def _fetch_public_logs(machines: _Machines, task: ServiceTask, mount: PurePosixPath, out: Path,
+                       node_id: int) -> list[str]:
+    """Copy node `node_id`'s public logs, mounted at `mount` in its task, into out/node-<id>/; what is missing."""
+    source = task.mounts.get(mount)
+    if source is None:
+        return [f"node {node_id}: its service mounts no log folder at {mount}; was the stack made by `netdp compose`?"]
+    log_dir = node_log_dir(out, node_id)
+    log_dir.mkdir()
+    return [f"node {node_id}: no {source / name} on swarm node {task.machine}"
+            for name in PUBLIC_FILES if not machines.fetch(task.machine, source / name, log_dir / name)]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -165,9 +172,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "collect",
         help="wait for a swarm stack from `netdp compose` to finish and gather its logs into a run folder",
-        description="On a swarm manager: wait until every node task of STACK (deployed with `docker stack deploy` "
-        "from a `netdp compose` file) has finished, then copy the topology and each node's view.log and "
-        "estimate.json from the machine that ran it (scp, key-based, from the machine's swarm address; "
+        description="On a swarm manager: wait until every task of STACK (deployed with `docker stack deploy` "
+        "from a `netdp compose` file) has finished, then copy the topology and each node id's view.log and "
+        "estimate.json from the machine that ran its service (scp, key-based, from the machine's swarm address; "
         "a local copy for this machine) into RUNDIR/node-<id>/. Private logs stay on their machines. "
         "Exits 1 if a task did not complete or a file is missing (what was found is still copied).",
     )

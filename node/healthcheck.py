@@ -33,7 +33,7 @@ def is_serving(channel: grpc.Channel, timeout_s: float, service: str = "") -> bo
 
 
 def open_channel(address: str, node_id: int, tls_dir: Path | None) -> grpc.Channel:
-    """A blocking channel to node `node_id`: mTLS expecting its certificate, or plain text without tls_dir."""
+    """A blocking channel to the process named `node_id` (its lowest id): mTLS checking that, or plain text."""
     if tls_dir is None:
         return grpc.insecure_channel(address)
     return grpc.secure_channel(address, channel_credentials(load_tls(tls_dir)), options=channel_options(node_id))
@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         "1 otherwise.",
     )
     parser.add_argument("--address", required=True, help="host:port the node listens on (its topology address)")
-    parser.add_argument("--id", type=int, required=True, help="the node expected to answer (checked with --tls-dir)")
+    parser.add_argument("--id", type=int, required=True,
+                        help="the node expected to answer, checked with --tls-dir: with several ids at ADDRESS, "
+                        "the lowest (the name their process is verified by)")
     security = parser.add_mutually_exclusive_group(required=True)
     security.add_argument("--tls-dir", type=Path, help="a TLS directory of this cluster (ca.pem, node.pem, node.key)")
     security.add_argument("--insecure", action="store_true", help="the node runs in plain-text mode")

@@ -21,17 +21,21 @@ def parse_ids(spec: str) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
-def format_ids(ids: Iterable[int]) -> str:
-    """The shortest `parse_ids` spelling of a set of ids, e.g. (0, 1, 2, 3, 8) -> `0-3,8`."""
+def id_runs(ids: Iterable[int]) -> list[tuple[int, int]]:
+    """The maximal runs of consecutive ids as (first, last), ascending, e.g. (0, 1, 2, 3, 8) -> [(0, 3), (8, 8)]."""
     ordered = sorted(set(ids))
-    parts: list[str] = []
+    runs: list[tuple[int, int]] = []
     start = 0
     for index in range(1, len(ordered) + 1):
         if index == len(ordered) or ordered[index] != ordered[index - 1] + 1:
-            first, last = ordered[start], ordered[index - 1]
-            parts.append(str(first) if first == last else f"{first}-{last}")
+            runs.append((ordered[start], ordered[index - 1]))
             start = index
-    return ",".join(parts)
+    return runs
+
+
+def format_ids(ids: Iterable[int]) -> str:
+    """The shortest `parse_ids` spelling of a set of ids, e.g. (0, 1, 2, 3, 8) -> `0-3,8`."""
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in id_runs(ids))
 
 
 def describe_nodes(ids: Iterable[int]) -> str:

@@ -2,23 +2,30 @@
 
 Identity scheme
 ---------------
-Every cluster has its own CA (`netdp certs` makes it). The CA signs one certificate per
-node process: its subjectAltName carries the DNS name ``netdp-node-<id>`` of every node id
-the process hosts (one id for a process per node, say 0..255 for a process hosting those),
-plus the compose service names, the topology host and loopback, for tools that dial by
-address. A process hosting one id also has CN ``netdp-node-<id>``. Both sides of every
-connection present a certificate and verify the other's chain against the cluster CA only,
-so a certificate issued by any other CA, or no certificate at all, is refused during the
-TLS handshake, before any RPC runs.
+Every cluster has its own CA (`netdp certs` makes it). The published topology says which
+node ids live at each address; the ids of one address are one node process, and the CA
+signs one certificate per process naming them (`process_names`): the DNS name
+``netdp-node-<lowest id>``, the process's name, then ``netdp-nodes-<a>-<b>`` for each run
+of consecutive ids a..b it hosts (a lone id is written ``netdp-node-<id>``). So the
+certificate of a process hosting ids 0..511 names ``netdp-node-0`` and ``netdp-nodes-0-511``:
+its size does not grow with the number of ids (one name per id would pass 8.4 KB past about
+500 ids, and grpcio 1.85 then fails every handshake where the client presents it). A process
+hosting one id has exactly ``netdp-node-<id>``, and CN ``netdp-node-<id>`` too. Its
+subjectAltName also holds the compose service name, the topology host and loopback, for
+tools that dial by address. Both sides of every connection present a certificate and verify
+the other's chain against the cluster CA only, so a certificate issued by any other CA, or
+no certificate at all, is refused during the TLS handshake, before any RPC runs.
 
 * A server learns who is calling from the verified client certificate: `peer_identity`
-  reads the ids out of its ``netdp-node-<id>`` names. The servicer then checks that the
-  claimed sender is one of them, and the receiving id's Receiver that it is a neighbour
-  in the published topology.
-* A client checks that it reached the process it meant to: `channel_options(peer_id)`
-  makes gRPC verify the server certificate against ``netdp-node-<peer_id>`` instead of
-  the dialled host, so certificates need not list IP addresses and a process cannot
-  impersonate another even if an address is redirected.
+  reads the ids its names stand for (the union of its ``netdp-node-<id>`` and
+  ``netdp-nodes-<a>-<b>`` names; any other name, a backwards range included, names no id).
+  The servicer then checks that the claimed sender is one of them, and the receiving id's
+  Receiver that it is a neighbour in the published topology.
+* A client checks that it reached the process it meant to: it dials one channel per peer
+  address, and `channel_options(process_id)`, given the lowest id the topology publishes at
+  that address, makes gRPC verify the server certificate against ``netdp-node-<process_id>``
+  instead of the dialled host, so certificates need not list IP addresses and a process
+  cannot impersonate another even if an address is redirected.
 
 Files of one process (a directory, mounted read-only into its container): ``ca.pem`` (the
 cluster CA certificate), ``node.pem`` (its certificate) and ``node.key`` (its private
@@ -39,19 +46,22 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
 from node.errors import ConfigError
-from node.idset import describe_nodes
+from node.idset import describe_nodes, id_runs
 
 CA_FILE = "ca.pem"
 CERT_FILE = "node.pem"
 KEY_FILE = "node.key"
 NODE_NAME_PREFIX = "netdp-node-"
-_NODE_NAME = re.compile(rf"^{re.escape(NODE_NAME_PREFIX)}(0|[1-9][0-9]*)$")
+RANGE_NAME_PREFIX = "netdp-nodes-"
+_ID = "(0|[1-9][0-9]*)"  # decimal, no leading zero: one spelling per id
+_NODE_NAME = re.compile(rf"^{re.escape(NODE_NAME_PREFIX)}{_ID}$")
+_RANGE_NAME = re.compile(rf"^{re.escape(RANGE_NAME_PREFIX)}{_ID}-{_ID}$")
 SAN_PROPERTY = "x509_subject_alternative_name"  # gRPC's auth-context key for the peer certificate's SAN entries
 IDENTITY_CACHE = 256  # distinct client certificates remembered: one per peer process of a cluster
 
 
 def node_name(node_id: int) -> str:
-    """The TLS name of a node id: a subjectAltName of its process's certificate, the name clients verify."""
+    """`netdp-node-<id>`: a process's name, by its lowest id, that clients verify (and how a lone id is written)."""
     return f"{NODE_NAME_PREFIX}{node_id}"
 
 
@@ -61,9 +71,28 @@ def node_id_from_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def process_names(node_ids: Collection[int]) -> list[str]:
+    """The TLS names of the process hosting `node_ids`: its name `netdp-node-<lowest id>`, then its id runs.
+
+    Runs (`netdp-nodes-<a>-<b>`) keep a certificate small however many ids it names; one id keeps only its name.
+    """
+    runs = id_runs(node_ids)
+    names = [node_name(first) if first == last else f"{RANGE_NAME_PREFIX}{first}-{last}" for first, last in runs]
+    return list(dict.fromkeys([node_name(runs[0][0]), *names]))
+
+
+def node_ids_from_name(name: str) -> range:
+    """The ids one certificate name stands for: empty for other names (hosts) and backwards ranges."""
+    node_id = node_id_from_name(name)
+    if node_id is not None:
+        return range(node_id, node_id + 1)
+    match = _RANGE_NAME.match(name)
+    return range(int(match.group(1)), int(match.group(2)) + 1) if match else range(0)
+
+
 def node_ids_named(names: Iterable[str]) -> frozenset[int]:
-    """The node ids among certificate names (other names, such as hosts, name no node)."""
-    return frozenset(node_id for node_id in map(node_id_from_name, names) if node_id is not None)
+    """The node ids certificate names stand for, together."""
+    return frozenset(node_id for name in names for node_id in node_ids_from_name(name))
 
 
 @dataclass(frozen=True)
@@ -103,7 +132,8 @@ def load_tls(directory: Path, expected_id: int | Collection[int] | None = None) 
     node_ids = _named_ids(cert)
     if not node_ids:
         raise ConfigError(
-            f"{directory / CERT_FILE}: names no node (no subjectAltName {NODE_NAME_PREFIX}<id>); "
+            f"{directory / CERT_FILE}: names no node (no subjectAltName {NODE_NAME_PREFIX}<id> "
+            f"or {RANGE_NAME_PREFIX}<a>-<b>); "
             "make node certificates with `netdp certs`"
         )
     expected = {expected_id} if isinstance(expected_id, int) else set(expected_id or ())
@@ -149,9 +179,12 @@ def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
     )
 
 
-def channel_options(peer_id: int) -> list[tuple[str, str]]:
-    """Channel options that make the client accept only a certificate naming `peer_id`, whatever address it dials."""
-    return [("grpc.ssl_target_name_override", node_name(peer_id))]
+def channel_options(process_id: int) -> list[tuple[str, str]]:
+    """Channel options that make the client accept only the certificate of the process named `process_id`.
+
+    `process_id` is the lowest id the topology publishes at the dialled address, whatever that address is.
+    """
+    return [("grpc.ssl_target_name_override", node_name(process_id))]
 
 
 def peer_identity(context: grpc.aio.ServicerContext) -> frozenset[int] | None:
@@ -167,5 +200,5 @@ def peer_identity(context: grpc.aio.ServicerContext) -> frozenset[int] | None:
 
 @lru_cache(maxsize=IDENTITY_CACHE)
 def _identity(names: tuple[bytes, ...]) -> frozenset[int] | None:
-    """Node ids of a certificate's names, remembered: a process certified for 256 ids is asked on every message."""
+    """Node ids of a certificate's names, remembered: a process certified for 512 ids is asked on every message."""
     return node_ids_named(name.decode("utf-8", errors="replace") for name in names) or None

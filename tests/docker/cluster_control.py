@@ -32,7 +32,7 @@ import pytest
 
 from coordinator_tools.cli import main as netdp
 from coordinator_tools.cluster.launch import node_log_dir
-from coordinator_tools.compose import COMPOSE_FILE, NETWORK, RUN_DIR, service_name
+from coordinator_tools.compose import COMPOSE_FILE, NETWORK, RUN_DIR, services
 from coordinator_tools.datasets import node_data_file
 from node.codec import from_tensor
 from node.data import load_vector
@@ -70,20 +70,30 @@ class ComposeCluster:
     def log_dir(self, node: int) -> Path:
         return node_log_dir(self.rundir, node)
 
+    @property
+    def services(self) -> dict[str, tuple[int, ...]]:
+        """The node ids of each compose service, by service name."""
+        return services(self.topology)
+
+    def service(self, node: int) -> str:
+        """The compose service hosting node `node`."""
+        return next(name for name, node_ids in self.services.items() if node in node_ids)
+
 
 def make_compose_cluster(root: Path, image: str, *, run_id: str, sigma: float, protocol: Sequence[str],
                          round_deadline_s: float = NetworkParams().round_deadline_s,
-                         compose_options: Sequence[str] = ()) -> ComposeCluster:
+                         ids_per_process: int = 1, compose_options: Sequence[str] = ()) -> ComposeCluster:
     """An 8-node hypercube with data, mTLS certificates and a compose file, made with the `netdp` CLI.
 
     `protocol` is the `--protocol NAME` and its options, `compose_options` more `netdp compose`
-    options, as a user types them.
+    options, as a user types them; `ids_per_process` ids share each published address, and so
+    one compose service.
     """
     topology_file = root / "topology.json"
     steps = [
         ["topology", "generate", "hypercube", "--n", str(NODES), "--out", str(topology_file), "--run-id", run_id,
          "--sigma", str(sigma), "--dimension", str(DIMENSION), "--round-deadline", str(round_deadline_s),
-         *protocol],
+         "--ids-per-process", str(ids_per_process), *protocol],
         ["data", "generate", str(topology_file), "--out", str(root / "data"), "--seed", str(DATA_SEED)],
         ["certs", str(topology_file), "--out", str(root / "certs")],
         ["compose", str(topology_file), "--data", str(root / "data"), "--out", str(root / "cluster"),
@@ -123,6 +133,13 @@ def assert_estimates_are_noisy_mean(cluster: ComposeCluster) -> np.ndarray:
     for v in nodes:
         np.testing.assert_allclose(read_estimate(cluster, v), noisy_mean, rtol=1e-6, atol=1e-9, err_msg=f"node {v}")
     return noisy_mean
+
+
+def assert_healthy_over_mtls(containers: dict[str, dict]) -> None:
+    """docker keeps each container's last probes: every one answered SERVING to its own mTLS health probe."""
+    for name, container in containers.items():
+        probes = container["State"]["Health"]["Log"]
+        assert any(p["ExitCode"] == 0 and p["Output"].strip() == "SERVING" for p in probes), (name, probes)
 
 
 def audit_cleanly(cluster: ComposeCluster, out: Path) -> dict:
@@ -201,11 +218,12 @@ class ComposeRun:
         assert result.returncode == 0, f"docker-compose down failed, containers may be left: {result.stderr}"
 
     def container(self, node: int) -> str:
-        """The id of node's container (it keeps its id across restarts)."""
+        """The id of the container hosting node `node` (it keeps its id across restarts)."""
         if node not in self._ids:
-            found = self.compose("ps", "-q", service_name(node)).stdout.split()
+            service = self.cluster.service(node)
+            found = self.compose("ps", "-q", service).stdout.split()
             if len(found) != 1:
-                self.fail(f"expected one container for {service_name(node)}, found {found}")
+                self.fail(f"expected one container for {service}, found {found}")
             self._ids[node] = found[0]
         return self._ids[node]
 
@@ -256,11 +274,11 @@ class ComposeRun:
         return reached
 
     def wait_all_exited(self, timeout_s: float) -> dict[str, dict]:
-        """Wait until every node's container has exited; return their final `docker inspect` by service."""
+        """Wait until every service's container has exited; return their final `docker inspect` by service."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             containers = self.containers()
-            if len(containers) == len(self.nodes) and all(
+            if len(containers) == len(self.cluster.services) and all(
                     c["State"]["Status"] == "exited" for c in containers.values()):
                 return containers
             time.sleep(1.0)
@@ -276,7 +294,7 @@ class ComposeRun:
 
     def reconnect(self, node: int) -> None:
         """Attach the node again under its service name, so its neighbours can resolve it."""
-        self._docker("network", "connect", "--alias", service_name(node), self.network, self.container(node))
+        self._docker("network", "connect", "--alias", self.cluster.service(node), self.network, self.container(node))
 
     def restart(self, node: int) -> None:
         """`docker restart`: SIGTERM, up to 10 s for the process to stop, then the same command again."""

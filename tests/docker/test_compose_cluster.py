@@ -21,6 +21,7 @@ from tests.docker.cluster_control import (
     ComposeCluster,
     ComposeRun,
     assert_estimates_are_noisy_mean,
+    assert_healthy_over_mtls,
     audit_cleanly,
     make_compose_cluster,
     noisy_input,
@@ -52,10 +53,7 @@ def test_every_node_exits_cleanly(finished, compose_cluster):
 
 
 def test_every_node_was_healthy_over_mtls(finished):
-    """docker keeps the last probes: each node answered SERVING to its own mTLS health probe."""
-    for name, container in finished.items():
-        probes = container["State"]["Health"]["Log"]
-        assert any(p["ExitCode"] == 0 and p["Output"].strip() == "SERVING" for p in probes), (name, probes)
+    assert_healthy_over_mtls(finished)
 
 
 def test_estimates_are_the_noisy_average_and_near_the_true_mean(finished, compose_cluster):

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.compose import service_name
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME
 from tests.docker.cluster_control import (
     ComposeCluster,
@@ -88,7 +87,7 @@ def exit_codes(containers: dict[str, dict]) -> dict[str, int]:
 
 def expected_exit_codes(run: ComposeRun, special: dict[int, int] | None = None) -> dict[str, int]:
     """By service: the exit code given for a node in `special`, 0 for every other node."""
-    return {service_name(v): (special or {}).get(v, 0) for v in run.nodes}
+    return {run.cluster.service(v): (special or {}).get(v, 0) for v in run.nodes}
 
 
 def assert_logs_undamaged(cluster: ComposeCluster, nodes: list[int] | range) -> None:

@@ -1,11 +1,14 @@
 """The compose project of `netdp compose --pin` deployed as a Docker Swarm stack, collected and audited.
 
-The module makes a single-node swarm on loopback, labels its one machine for every node id,
-and runs `docker stack deploy --resolve-image never` on the very file docker-compose runs (the
-locally built image, no registry). `netdp collect` waits until every task has finished and
-copies the topology and the public logs into a fresh run folder, which `netdp audit` must
-accept with every check passing. The engine leaves swarm mode, and the networks the swarm
-made are removed, however the tests end.
+The topology publishes its 8 node ids at 2 addresses (`--ids-per-process 4`), so the stack has
+2 services of 4 ids each (`netdp-node --nodes`), every id with its own data file, log folder
+and view log, under one process certificate naming all four. The module makes a single-node
+swarm on loopback, labels its one machine for every service, and runs `docker stack deploy
+--resolve-image never` on the very file docker-compose runs (the locally built image, no
+registry). `netdp collect` waits until every task has finished and copies the topology and
+each id's public logs into a fresh run folder, which `netdp audit` must accept with every check
+passing. The engine leaves swarm mode, and the networks the swarm made are removed, however
+the tests end.
 """
 
 from __future__ import annotations
@@ -21,21 +24,24 @@ import pytest
 
 from coordinator_tools.cli import main as netdp
 from coordinator_tools.collect import STACK_LABEL, stack_tasks
-from coordinator_tools.compose import placement_label, service_name
+from coordinator_tools.compose import placement_label
 from node.host import ESTIMATE_FILE
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME
 from tests.docker.cluster_control import (
     NODES,
     ComposeCluster,
     assert_estimates_are_noisy_mean,
+    assert_healthy_over_mtls,
     audit_rundir,
     make_compose_cluster,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
-ROUNDS = 20
+# Long enough (about 5 s of rounds) that every service serves across a few 2 s health-probe intervals.
+ROUNDS = 200
 SIGMA = 0.05
+IDS_PER_PROCESS = 4
 STACK = f"netdp-swarm-{os.getpid()}"
 RUN_TIMEOUT_S = 300.0
 REMOVAL_TIMEOUT_S = 60.0
@@ -84,11 +90,11 @@ def remove_stack(stack: str) -> None:
 
 @pytest.fixture(scope="module")
 def stack(swarm: str, node_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster]:
-    """The 8-node mTLS cluster, every service pinned by label to the swarm's one machine, deployed as a stack."""
+    """The 8-node mTLS cluster as 2 services of 4 ids, each pinned by label to the swarm's one machine, as a stack."""
     cluster = make_compose_cluster(tmp_path_factory.mktemp("swarm-stack"), node_image, run_id="swarm-test",
                                    sigma=SIGMA, protocol=("--protocol", "muffliato", "--rounds", str(ROUNDS)),
-                                   compose_options=("--pin",))
-    labels = [arg for v in range(NODES) for arg in ("--label-add", f"{placement_label(v)}=true")]
+                                   ids_per_process=IDS_PER_PROCESS, compose_options=("--pin",))
+    labels = [arg for ids in cluster.services.values() for arg in ("--label-add", f"{placement_label(ids)}=true")]
     docker("node", "update", *labels, swarm)
     try:
         docker("stack", "deploy", "--compose-file", str(cluster.compose_file), "--resolve-image", "never", STACK)
@@ -105,17 +111,28 @@ def collected(stack: ComposeCluster) -> Path:
     return rundir
 
 
-def test_every_task_completes_on_its_labelled_machine(collected, swarm):
+def test_every_task_completes_on_its_labelled_machine(collected, stack, swarm):
     tasks = stack_tasks(STACK)
-    assert sorted(tasks) == sorted(service_name(v) for v in range(NODES))
+    assert sorted(tasks) == ["nodes-0-3", "nodes-4-7"] == sorted(stack.services)
     assert {name: (task.state, task.machine) for name, task in tasks.items()} == dict.fromkeys(
         tasks, ("complete", swarm))
-    for v in range(NODES):
-        (spec,) = json.loads(docker("service", "inspect", f"{STACK}_{service_name(v)}"))
+    for name, ids in stack.services.items():
+        (spec,) = json.loads(docker("service", "inspect", f"{STACK}_{name}"))
         assert spec["Spec"]["TaskTemplate"]["Placement"]["Constraints"] == [
-            f"node.labels.{placement_label(v)} == true"]
+            f"node.labels.{placement_label(ids)} == true"]
         # dnsrr: the name resolves to the task itself; the routing mesh's virtual IP would not answer here.
         assert spec["Spec"]["EndpointSpec"]["Mode"] == "dnsrr"
+        args = spec["Spec"]["TaskTemplate"]["ContainerSpec"]["Args"]
+        assert args[args.index("--nodes") + 1] == f"{ids[0]}-{ids[-1]}"
+
+
+def test_every_service_was_healthy_over_mtls(collected, stack):
+    """One probe per process, for its lowest id, over the process certificate naming all its ids."""
+    ids = docker("ps", "-aq", "--filter", f"label={STACK_LABEL}={STACK}").split()
+    containers = {c["Config"]["Labels"]["com.docker.swarm.service.name"].removeprefix(f"{STACK}_"): c
+                  for c in json.loads(docker("inspect", *ids))}
+    assert sorted(containers) == sorted(stack.services)
+    assert_healthy_over_mtls(containers)
 
 
 def test_estimates_are_the_noisy_average(collected, stack):

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
 from coordinator_tools.certs import CA_KEY_FILE, write_cluster_certs
@@ -27,9 +28,12 @@ from node.idset import format_ids
 from node.security import (
     channel_credentials,
     channel_options,
+    _identity,
     load_tls,
     node_id_from_name,
+    node_ids_from_name,
     peer_identity,
+    process_names,
     server_credentials,
 )
 from node.topology import MuffliatoParams, Topology
@@ -107,13 +111,18 @@ def cohosted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_a_process_hosting_several_ids_has_one_certificate_naming_each_of_them(cohosted: Path):
+def dns_names(cert: x509.Certificate) -> list[str]:
+    return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+
+
+def test_a_process_hosting_several_ids_has_one_certificate_naming_them_as_a_range(cohosted: Path):
     pems = {v: (cohosted / f"node-{v}" / "node.pem").read_bytes() for v in range(8)}
     assert len({pems[v] for v in range(4)}) == 1 and len({pems[v] for v in range(4, 8)}) == 1
     assert pems[0] != pems[4]
-    names = certificate(cohosted / "node-2" / "node.pem").extensions.get_extension_for_class(
-        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    assert [name for name in names if name.startswith("netdp-node-")] == [f"netdp-node-{v}" for v in range(4)]
+    # The process's name (its lowest id, which peers verify), its run of ids, then its compose
+    # service (`netdp compose`), not the names its ids' services would have alone.
+    assert dns_names(certificate(cohosted / "node-2" / "node.pem")) == \
+        ["netdp-node-0", "netdp-nodes-0-3", "nodes-0-3", "localhost"]
     assert load_tls(cohosted / "node-2", expected_id=(0, 1, 2, 3)).node_ids == {0, 1, 2, 3}
     with pytest.raises(ConfigError, match="certificate is for nodes 4-7, not node 3"):
         load_tls(cohosted / "node-4", expected_id=(3, 4))
@@ -161,6 +170,54 @@ def test_load_tls_errors_name_the_problem(cluster: Path, foreign: Path, tmp_path
 )
 def test_node_id_from_name(name: str, expected: int | None):
     assert node_id_from_name(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("netdp-node-7", {7}), ("netdp-nodes-4-7", {4, 5, 6, 7}), ("netdp-nodes-5-5", {5}),
+     ("netdp-nodes-7-4", set()), ("netdp-nodes-04-7", set()), ("netdp-nodes-4-07", set()), ("netdp-nodes-4", set()),
+     ("netdp-nodes-4-", set()), ("netdp-nodes--4-7", set()), ("netdp-nodes-4-7-9", set()), ("netdp-nodes-4-x", set()),
+     ("netdp-node-4-7", set()), ("nodes-4-7", set())],
+)
+def test_node_ids_from_name_reads_ids_and_ranges_and_ignores_malformed_names(name: str, expected: set[int]):
+    assert set(node_ids_from_name(name)) == expected
+
+
+def test_identity_is_the_union_of_every_name_and_none_without_one():
+    assert _identity((b"netdp-node-9", b"netdp-nodes-0-3", b"netdp-nodes-2-5", b"netdp-nodes-8-6", b"localhost")) \
+        == frozenset({0, 1, 2, 3, 4, 5, 9})
+    assert _identity((b"netdp-nodes-8-6", b"nodes-6-8")) is None
+
+
+def test_process_names_are_its_lowest_id_then_its_runs():
+    assert process_names([3]) == ["netdp-node-3"]
+    assert process_names([5, 4, 9, 7, 6]) == ["netdp-node-4", "netdp-nodes-4-7", "netdp-node-9"]
+    assert process_names([2, 0]) == ["netdp-node-0", "netdp-node-2"]
+
+
+@pytest.mark.parametrize("many", [512, 2048])
+async def test_a_process_of_many_ids_has_a_small_certificate_naming_every_id(tmp_path: Path, many: int):
+    # Ids 0..many-1 at one address, 4 more at another.
+    n, out = many + 4, tmp_path / "certs"
+    write_cluster_certs(make_topology("many", n=n, addresses=[f"127.0.0.1:{7200 + (v >= many)}" for v in range(n)]),
+                        out, days=1)
+    cert = certificate(out / "node-1" / "node.pem")
+    assert len(cert.public_bytes(serialization.Encoding.DER)) < 4096
+    assert dns_names(cert)[:2] == ["netdp-node-0", f"netdp-nodes-0-{many - 1}"]
+    assert load_tls(out / "node-0", expected_id=range(many)).node_ids == set(range(many))
+    assert _identity(tuple(name.encode() for name in dns_names(cert))) == set(range(many))
+    # Over a real handshake, where one name per id failed past about 500 ids: the client proves all its ids.
+    async with identity_server(server_credentials(load_tls(out / f"node-{many}"))) as server:
+        client = channel_credentials(load_tls(out / "node-0"))
+        assert await ask(server.port, client, expect_peer=many) == f"0-{many - 1}".encode()
+
+
+def test_refuses_a_process_whose_certificate_would_be_too_large_for_a_handshake(tmp_path: Path):
+    # 1200 ids on two addresses, alternating: each process hosts 600 ids, no two consecutive.
+    topology = make_topology("scattered", n=1200, addresses=[f"127.0.0.1:{7300 + v % 2}" for v in range(1200)])
+    with pytest.raises(ConfigError, match=r"nodes 0,2,4.* would take \d+ bytes.*fewer ids per address"):
+        write_cluster_certs(topology, tmp_path / "certs", days=1)
+    assert not (tmp_path / "certs").exists()
 
 
 @dataclass

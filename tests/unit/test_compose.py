@@ -23,7 +23,7 @@ from coordinator_tools.topology.generators import generate
 from node import cli as node_cli
 from node import healthcheck
 from node.errors import ConfigError
-from node.topology import MuffliatoParams, Topology, load_topology, save_topology
+from node.topology import MuffliatoParams, Topology, hosted_ids, load_topology, save_topology
 
 N = 4
 PORTS = [7100 + v for v in range(N)]
@@ -180,3 +180,64 @@ def test_cli_insecure_warns_loudly(topology, data_dir, tmp_path, capsys):
     assert args.handler(args) == 0
     assert "PLAIN TEXT" in capsys.readouterr().err
     assert (tmp_path / "o" / "docker-compose.yml").is_file()
+
+
+IDS_PER_PROCESS = 4
+COHOSTED_N = 8
+
+
+@pytest.fixture
+def cohosted(tmp_path: Path) -> tuple[Topology, Path, Path]:
+    """An 8-node hypercube published as 2 addresses of 4 ids (`--ids-per-process 4`), its data and certificates."""
+    topology = build_topology(
+        generate("hypercube", n=COHOSTED_N),
+        graph_name="hypercube",
+        run_id="compose-cohosted",
+        protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=3, dimension=2),
+        host="127.0.0.1",
+        base_port=7100,
+        ids_per_process=IDS_PER_PROCESS,
+    )
+    write_node_files(synthetic_values(COHOSTED_N, 2, 1.0, seed=1), tmp_path / "data")
+    assert write_cluster_certs(topology, tmp_path / "certs", days=1) == 2
+    return topology, tmp_path / "data", tmp_path / "certs"
+
+
+def test_one_service_per_address_hosts_all_its_ids(cohosted, tmp_path):
+    topology, data_dir, certs_dir = cohosted
+    compose_file = write_compose(topology, data_dir, tmp_path / "out", "netdp-node:test", certs_dir, USER, pin=True)
+    services = json.loads(compose_file.read_text())["services"]
+    assert list(services) == ["nodes-0-3", "nodes-4-7"]
+    for index, name in enumerate(services):
+        ids = tuple(range(index * IDS_PER_PROCESS, (index + 1) * IDS_PER_PROCESS))
+        service = services[name]
+        assert (service["hostname"], service["user"], service["init"]) == (name, USER, True)
+        args = node_cli.build_parser().parse_args(service["command"])
+        assert (args.node_id, args.nodes) == (None, ids)
+        assert (args.data, args.log_dir, args.tls_dir) == (Path("/netdp/data"), Path("/netdp/logs"), Path("/netdp/tls"))
+        # Each id's own data file and log folder, where `netdp-node --nodes` looks for them; the
+        # process certificate (node-<lowest id>/ names every id); nothing of another process.
+        assert volume_map(service) == {
+            "/netdp/topology.json": ("./run/topology.json", "ro"),
+            **{f"/netdp/data/node-{v}.json": (str((data_dir / f"node-{v}.json").resolve()), "ro") for v in ids},
+            **{f"/netdp/logs/node-{v}": (f"./run/node-{v}", "rw") for v in ids},
+            "/netdp/tls": (str((certs_dir / f"node-{ids[0]}").resolve()), "ro"),
+        }
+        # One probe per process, for its lowest id: the name its peers verify too.
+        check = healthcheck.build_parser().parse_args(service["healthcheck"]["test"][4:])
+        assert (check.address, check.id, check.tls_dir) == (f"{name}:{7100 + index}", ids[0], args.tls_dir)
+        assert service["deploy"]["placement"] == {"constraints": [f"node.labels.netdp.{name} == true"]}
+    run = tmp_path / "out" / "run"
+    assert sorted(p.name for p in run.iterdir()) == sorted(["topology.json", *(f"node-{v}" for v in range(COHOSTED_N))])
+    rewritten = load_topology(run / "topology.json")
+    assert [node.address for node in rewritten.nodes] == ["nodes-0-3:7100"] * 4 + ["nodes-4-7:7101"] * 4
+    assert hosted_ids(rewritten) == hosted_ids(topology)
+
+
+def test_a_service_needs_the_certificate_of_all_its_ids(cohosted, tmp_path):
+    topology, data_dir, _ = cohosted
+    single = build_topology(generate("hypercube", n=COHOSTED_N), graph_name="hypercube", run_id="single",
+                            protocol=topology.protocol, host="127.0.0.1", base_port=7100)
+    write_cluster_certs(single, tmp_path / "single-certs", days=1)
+    with pytest.raises(ConfigError, match="certificate is for node 0, not nodes 1-3"):
+        write_compose(topology, data_dir, tmp_path / "out", "netdp-node:test", tmp_path / "single-certs", USER)

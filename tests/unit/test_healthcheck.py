@@ -27,13 +27,17 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def topology(tmp_path: Path) -> Topology:
+def topology(request: pytest.FixtureRequest, tmp_path: Path) -> Topology:
+    """A 3-node ring, one id per address, or all three at one address (parametrized `cohosted`)."""
+    port = free_port()
+    addresses = [f"127.0.0.1:{port}"] * 3 if getattr(request, "param", None) == "cohosted" else [
+        f"127.0.0.1:{free_port()}" for _ in range(3)]
     topology = build_topology(
         generate("ring", n=3),
         graph_name="ring",
         run_id="health-test",
         protocol=MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=3, dimension=2),
-        addresses=[f"127.0.0.1:{free_port()}" for _ in range(3)],
+        addresses=addresses,
     )
     write_cluster_certs(topology, tmp_path / "certs", days=1)
     return topology
@@ -41,7 +45,7 @@ def topology(tmp_path: Path) -> Topology:
 
 @pytest.fixture
 async def health(topology: Topology, tmp_path: Path) -> AsyncIterator[HealthServicer]:
-    """Node 0's health service, mTLS, SERVING."""
+    """The health service of node 0's process, mTLS, SERVING."""
     server = grpc.aio.server()
     servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
@@ -85,3 +89,13 @@ async def test_plain_text_probe_of_a_tls_node_is_unhealthy(health, topology):
 async def test_missing_certificates_are_unhealthy_never_exit_code_2(health, topology, tmp_path, capsys):
     assert await check(topology, 0, "--tls-dir", str(tmp_path / "nowhere")) == 1
     assert "cannot read TLS file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("topology", ["cohosted"], indirect=True)
+async def test_a_process_hosting_several_ids_is_healthy_for_its_lowest_id(health, topology, tmp_path):
+    """Its certificate is named by its lowest id (the others by a range), the name compose probes and peers verify."""
+    address = topology.address_of(0)
+    for node_id in range(3):
+        argv = ["--address", address, "--id", "0", "--tls-dir", str(tmp_path / "certs" / f"node-{node_id}")]
+        assert await asyncio.to_thread(healthcheck.main, argv) == 0
+    assert await check(topology, 1, "--tls-dir", str(tmp_path / "certs" / "node-1")) == 1

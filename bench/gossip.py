@@ -1,0 +1,94 @@
+"""Synchronous gossip rounds on node processes vs the same barrier exchange in bare gRPC.
+
+n − 1 of the n nodes start first and wait in round 0 for the last one; meanwhile a client
+measures unary health-check round trips to each of them (the raw ping-pong). Then the last
+node starts, the run completes, and round latencies are read from the view logs. Finally
+bench.raw_grpc runs the same barrier exchange on the same graph with the same payload: what
+a round costs with n processes sharing this machine's cores before netdp does anything.
+With a small n and a large D the same comparison is a payload throughput.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from pathlib import Path
+
+import node
+from bench.figures import Row, Sizes
+from bench.isolate import Measured
+from bench.loopback import (
+    loopback_topology,
+    new_root,
+    ping_pong_ms,
+    raw_floor,
+    staged_run,
+)
+from bench.viewlogs import round_latencies_ms
+from node.topology import MuffliatoParams, Topology
+
+GRAPH = "hypercube"
+
+
+def gossip_topology(n: int, rounds: int, dimension: int) -> Topology:
+    """Synchronous accelerated Muffliato on the n-node hypercube."""
+    return loopback_topology(GRAPH, n, MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=rounds,
+                                                       dimension=dimension), "bench-gossip")
+
+
+def netdp_round_ms(n: int, rounds: int, dimension: int, pings: int) -> dict:
+    """Run the netdp cluster: ping-pong and round latencies (ms), and the source tree the code came from."""
+    topology = gossip_topology(n, rounds, dimension)
+    early = list(range(n - 1))
+    rundir, ping_ms = staged_run(topology, new_root("gossip"), early,
+                                 lambda: ping_pong_ms([topology.address_of(v) for v in early], pings))
+    return {"source": str(Path(node.__file__).resolve().parent.parent), "degree": len(topology.neighbours[0]),
+            "ping_ms": ping_ms, "round_ms": round_latencies_ms(rundir, n)}
+
+
+def measure(n: int, rounds: int, dimension: int, pings: int) -> dict:
+    """Median round latency of netdp, of the raw ping-pong and of the bare-gRPC exchange, in one run."""
+    netdp = netdp_round_ms(n, rounds, dimension, pings)
+    done = raw_floor("exchange", gossip_topology(n, rounds, dimension), new_root("gossip-raw"), str(rounds))
+    raw_ms = [(b - a) * 1000 for times in done for a, b in itertools.pairwise(times[1:])]
+    return {"degree": netdp["degree"], "rounds_measured": len(netdp["round_ms"]),
+            "round_median_ms": statistics.median(netdp["round_ms"]),
+            "raw_exchange_round_median_ms": statistics.median(raw_ms),
+            "ping_pong_median_ms": statistics.median(netdp["ping_ms"]) if pings else None}
+
+
+def latency_cases(sizes: Sizes) -> list[dict]:
+    return [{"n": sizes.pick(16, 4), "rounds": sizes.pick(30, 8), "dimension": 16, "pings": sizes.pick(200, 20)}]
+
+
+def latency_rows(cases: list[tuple[dict, Measured]]) -> list[Row]:
+    rows = []
+    for params, measured in cases:
+        f = measured.figures
+        size = f"n={params['n']} processes, D={params['dimension']}"
+        rows.append(Row(f"round latency, {size}", f"{f['round_median_ms']:.1f} ms",
+                        f"bare-gRPC exchange {f['raw_exchange_round_median_ms']:.1f} ms",
+                        f["round_median_ms"] / f["raw_exchange_round_median_ms"], "≤ 1.5×"))
+        rows.append(Row(f"round latency, {size}", f"{f['round_median_ms']:.1f} ms",
+                        f"gRPC ping-pong {f['ping_pong_median_ms']:.2f} ms",
+                        f["round_median_ms"] / f["ping_pong_median_ms"], "≤ 3×"))
+    return rows
+
+
+def throughput_cases(sizes: Sizes) -> list[dict]:
+    return [{"n": 2, "rounds": sizes.pick(10, 5), "dimension": dimension, "pings": 0}
+            for dimension in sizes.pick((100_000, 1_000_000), (10_000, 100_000))]
+
+
+def throughput_rows(cases: list[tuple[dict, Measured]]) -> list[Row]:
+    """Payload MB/s of a round (every node sends D float64 to each neighbour) and the ratio raw / netdp time."""
+    rows = []
+    for params, measured in cases:
+        f = measured.figures
+        megabytes = params["n"] * f["degree"] * 8 * params["dimension"] / 1e6
+        rows.append(Row(f"payload throughput, D={params['dimension']:.0e}, {params['n']} processes".replace("+0", ""),
+                        f"{megabytes / f['round_median_ms'] * 1000:.0f} MB/s",
+                        f"raw gRPC bytes {megabytes / f['raw_exchange_round_median_ms'] * 1000:.0f} MB/s",
+                        f["raw_exchange_round_median_ms"] / f["round_median_ms"],
+                        "≥ 0.5× at D=1e6"))
+    return rows
