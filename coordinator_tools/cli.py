@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +22,7 @@ COMMAND_MODULES = (
     "coordinator_tools.certs",
     "coordinator_tools.compose",
     "coordinator_tools.collect",
+    "coordinator_tools.logview",
     "coordinator_tools.audit.command",
     "coordinator_tools.audit.plan_command",
     "coordinator_tools.compare.command",
@@ -49,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("netdp: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`netdp log show ... | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
+        return 0
 
 
 if __name__ == "__main__":

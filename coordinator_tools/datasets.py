@@ -11,7 +11,7 @@ import numpy as np
 from node.data import NODE_FILE_PATTERN, save_vector
 from node.data import node_data_file as node_data_file  # re-exported for the tools
 from node.errors import ConfigError
-from node.topology import load_topology
+from node.topology import Topology, load_topology
 
 SEED_BITS = 31
 
@@ -37,6 +37,18 @@ def synthetic_categories(n: int, categories: int, seed: int | None = None) -> np
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, categories + 1)
     return rng.choice(categories, size=(n, 1), p=weights / weights.sum()).astype(float)
+
+
+def synthetic_data(topology: Topology, seed: int | None = None) -> np.ndarray:
+    """What `netdp data generate` writes for this topology, one row per node: categories for ring-histogram,
+    else vectors of the published dimension inside the ball the sensitivity clips to."""
+    params = topology.protocol
+    if params.name == "ring-histogram":
+        return synthetic_categories(topology.n, params.categories, seed)
+    dimension, sensitivity = getattr(params, "dimension", None), getattr(params, "sensitivity", None)
+    if dimension is None or sensitivity is None:
+        raise ConfigError(f"protocol {params.name} publishes no vector dimension and sensitivity to generate data for")
+    return synthetic_values(topology.n, dimension, sensitivity, seed)
 
 
 def write_node_files(values: np.ndarray, out_dir: Path) -> list[Path]:
@@ -66,22 +78,16 @@ def output_folder(out: Path, *, force: bool) -> Path:
 
 def _generate_command(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
-    params = topology.protocol
-    if params.name == "ring-histogram":
-        seed = chosen_seed(args.seed)
-        out = output_folder(args.out, force=args.force)
-        write_node_files(synthetic_categories(topology.n, params.categories, seed), out)
-        print(f"wrote {topology.n} data files (one category in 0..{params.categories - 1} each) to {out} "
-              f"(seed {seed}; pass --seed {seed} to make them again)")
-        return 0
-    dimension, sensitivity = getattr(params, "dimension", None), getattr(params, "sensitivity", None)
-    if dimension is None or sensitivity is None:
-        raise ConfigError(f"{args.topology}: protocol {params.name} publishes no vector dimension and sensitivity "
-                          "to generate data for")
     seed = chosen_seed(args.seed)
+    try:
+        values = synthetic_data(topology, seed)
+    except ConfigError as exc:
+        raise ConfigError(f"{args.topology}: {exc}") from None
     out = output_folder(args.out, force=args.force)
-    write_node_files(synthetic_values(topology.n, dimension, sensitivity, seed), out)
-    print(f"wrote {topology.n} data files to {out} (seed {seed}; pass --seed {seed} to make them again)")
+    write_node_files(values, out)
+    params = topology.protocol
+    what = f" (one category in 0..{params.categories - 1} each)" if params.name == "ring-histogram" else ""
+    print(f"wrote {topology.n} data files{what} to {out} (seed {seed}; pass --seed {seed} to make them again)")
     return 0
 
 
@@ -99,6 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # learning_data imports this module's names: importing it at the top would be circular
     from coordinator_tools.learning_data import register_split
     from coordinator_tools.personalized_task import register_task
+    from coordinator_tools.ratings import register_ratings
+    from coordinator_tools.recommendation_task import register_recommendation
 
     register_split(data_sub)
     register_task(data_sub)
+    register_recommendation(data_sub)
+    register_ratings(data_sub)

@@ -16,6 +16,8 @@ Files: node-<id>.npz (x, y: the agent's training set, private), test.npz (x, y a
 owner of each row: every agent's held-out set, public to the auditor), task.json (TaskInfo) and
 similarity.edges (u v W_uv, the published weights: `netdp topology import` makes the topology).
 `netdp data personalized` writes them; `netdp demo --protocol personalized-cd` runs them.
+`AgentTasks`, `task_topology`, `write_task` and `load_test_sets` serve every task of personalized
+CD in these files (`recommendation_task` too).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from coordinator_tools.learning_data import node_train_file
 from coordinator_tools.topology.build import build_topology
 from node import data as node_data
 from node.errors import ConfigError
-from node.learning import LocalData
+from node.learning import LocalData, Task
 from node.schema import load_model, save_model
 from node.topology import NetworkParams, ProtocolParams, Topology
 
@@ -74,10 +76,11 @@ class TaskInfo(BaseModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class PersonalizedTask:
-    """The task in memory: its description, every agent's training and test sets, the similarity weights."""
+class AgentTasks:
+    """A personalized-learning task in memory: its description, every agent's training and test sets, the
+    similarity weights; what any task of personalized CD (this one, `recommendation_task`) writes and publishes."""
 
-    info: TaskInfo
+    info: BaseModel  # written as task.json
     train: list[LocalData]
     test: list[LocalData]
     weights: dict[tuple[int, int], float]  # W_ij of every kept pair i < j (unscaled similarities)
@@ -85,19 +88,26 @@ class PersonalizedTask:
     def graph(self) -> nx.Graph:
         """The agents and their kept similarities, as a graph."""
         graph = nx.Graph()
-        graph.add_nodes_from(range(self.info.n))
+        graph.add_nodes_from(range(len(self.train)))
         graph.add_edges_from(self.weights)
         return graph
 
     def published_weights(self) -> dict[tuple[int, int], float]:
         """The similarities divided by the largest degree D_ii, so every row sums to at most 1."""
-        degrees = np.zeros(self.info.n)
+        degrees = np.zeros(len(self.train))
         for (u, v), weight in self.weights.items():
             degrees[[u, v]] += weight
         return {edge: weight / float(degrees.max()) for edge, weight in self.weights.items()}
 
 
-def task_topology(task: PersonalizedTask, protocol: ProtocolParams, *, run_id: str,
+@dataclasses.dataclass(frozen=True)
+class PersonalizedTask(AgentTasks):
+    """The synthetic task in memory."""
+
+    info: TaskInfo
+
+
+def task_topology(task: AgentTasks, protocol: ProtocolParams, *, run_id: str,
                   addresses: Sequence[str] | None = None, network: NetworkParams | None = None) -> Topology:
     """The published topology of the task: its similarity graph with the scaled weights (default deadlines)."""
     return build_topology(task.graph(), graph_name=GRAPH_NAME, run_id=run_id, protocol=protocol, addresses=addresses,
@@ -153,7 +163,7 @@ def _points(separator: np.ndarray, count: int, label_noise: float, rng: np.rando
     return LocalData(x, np.where(rng.random(count) < label_noise, -y, y))
 
 
-def write_task(task: PersonalizedTask, out: Path) -> None:
+def write_task(task: AgentTasks, out: Path) -> None:
     """node-<id>.npz for every agent, test.npz (with each row's agent), task.json and similarity.edges."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,10 +183,10 @@ def load_task_info(data_dir: Path) -> TaskInfo:
     return load_model(TaskInfo, Path(data_dir) / INFO_FILE)
 
 
-def load_test_sets(data_dir: Path, dimension: int) -> list[LocalData]:
-    """Every agent's held-out set from test.npz, in agent order."""
+def load_test_sets(data_dir: Path, dimension: int, task: Task = "logistic") -> list[LocalData]:
+    """Every agent's held-out set from test.npz, in agent order (labels ±1, or real targets for least squares)."""
     path = Path(data_dir) / TEST_FILE
-    x, y = node_data.load_learning_data(path, dimension, task="logistic")
+    x, y = node_data.load_learning_data(path, dimension, task=task)
     with np.load(path, allow_pickle=False) as archive:
         if "agent" not in archive.files:
             raise ConfigError(f"{path}: no array 'agent' (each row's agent) in a personalized task's test set")

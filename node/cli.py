@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from node.agent_budget import parse_budget
 from node.data import node_data_file
 from node.errors import ConfigError, NetdpError
 from node.idset import parse_ids
@@ -22,6 +23,14 @@ INSECURE_WARNING = (
 )
 
 
+def _id_set(spec: str) -> tuple[int, ...]:
+    """parse_ids for argparse: a bad set is a usage error with parse_ids' own message."""
+    try:
+        return parse_ids(spec)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="netdp-node",
@@ -32,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--topology", type=Path, required=True, help="published topology file (JSON)")
     hosted = parser.add_mutually_exclusive_group(required=True)
     hosted.add_argument("--id", type=int, dest="node_id", help="this node's id in the topology")
-    hosted.add_argument("--nodes", type=parse_ids, metavar="IDS",
+    hosted.add_argument("--nodes", type=_id_set, metavar="IDS",
                         help="the node ids this process hosts, e.g. 0-255 or 0-3,8: all the ids the topology "
                              "publishes at one address")
     parser.add_argument("--data", type=Path, required=True,
@@ -52,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
                           help="folder with ca.pem, node.pem, node.key (from `netdp certs`; the certificate names "
                                "every hosted id)")
     security.add_argument("--insecure", action="store_true", help="plain-text gRPC without authentication (demos only)")
+    parser.add_argument("--budget", type=parse_budget, default=None, metavar="EPSILON[,DELTA]",
+                        help="personalized-cd only: this agent's own privacy budget, at most the published one "
+                             "(an agent may be more private than published, never less; a larger one is refused); "
+                             "without DELTA the published delta is kept. With --nodes it applies to every hosted "
+                             "id. It is what the agent's ledger enforces, and its run header says so for the audit")
+    parser.add_argument("--resume", action="store_true",
+                        help="personalized-cd only: if --log-dir already holds this run's logs (a killed agent "
+                             "restarted), rejoin the run: rebuild the budget ledger, the model and the neighbours' "
+                             "models from the logs and append to them; otherwise start as usual. The restart must "
+                             "match its first start (topology, id, sampler, budget); other protocols refuse it")
     parser.add_argument("--fault-kill-at-step", "--fault-kill-at-round", type=int, default=None, metavar="STEP",
                         dest="fault_kill_at_step",
                         help="fault injection for tests and experiments: SIGKILL this process as a hosted id's "
@@ -65,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fault injection for tests and experiments: lose this fraction (0..1) of the "
                              "acknowledgements of the deliveries this node receives, after handling (durably "
                              "logging) them: the sender sees a failed attempt and retries")
+    parser.add_argument("--fault-clock-speedup", type=float, default=1.0, metavar="FACTOR",
+                        help="fault injection for tests and experiments: every hosted id's Poisson clock ticks "
+                             "FACTOR (> 0) times the published rate (an agent waking up more often than planned)")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     return parser
 
@@ -76,11 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sim_seed is not None and args.sampler != "simulation":
         print("netdp-node: error: --sim-seed only goes with --sampler simulation", file=sys.stderr)
         return 2
+    if args.sim_seed is not None and args.resume:
+        print("netdp-node: error: --resume does not go with --sim-seed: the restarted agent would draw its first "
+              "life's noise again", file=sys.stderr)
+        return 2
     for flag, fraction in (("--fault-lose-replies", args.fault_lose_replies),
                            ("--fault-lose-acks", args.fault_lose_acks)):
         if not 0.0 <= fraction <= 1.0:
             print(f"netdp-node: error: {flag} takes a fraction in 0..1", file=sys.stderr)
             return 2
+    if not 0.0 < args.fault_clock_speedup < float("inf"):
+        print("netdp-node: error: --fault-clock-speedup takes a finite factor > 0", file=sys.stderr)
+        return 2
     if args.insecure:
         print(INSECURE_WARNING, file=sys.stderr)
     try:
@@ -121,6 +150,9 @@ def _config(args: argparse.Namespace, topology: Topology) -> NodeConfig:
         kill_at_step=args.fault_kill_at_step,
         lost_reply_fraction=args.fault_lose_replies,
         lost_ack_fraction=args.fault_lose_acks,
+        clock_speedup=args.fault_clock_speedup,
+        resume=args.resume,
+        budget=args.budget,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,9 +101,13 @@ class ProtocolContext:
     """One node's interface to the network, its noise and its log, as a protocol uses them."""
 
     def __init__(self, topology: Topology, node_id: int, journal: Journal, receiver: Receiver, outbox: Outbox,
-                 noise: NodeNoise, on_step: Callable[[int], Awaitable[None]], network: NetworkParams | None = None
-                 ) -> None:
+                 noise: NodeNoise, on_step: Callable[[int], Awaitable[None]], network: NetworkParams | None = None,
+                 params: Any = None, *, clock_speedup: float = 1.0) -> None:
+        """`params`: this node's own public parameters if not the published ones (an agent's lower budget);
+        `clock_speedup`: fault injection, the factor by which this node's Poisson clock outruns the published rate."""
         self.topology = topology
+        self.clock_speedup = clock_speedup
+        self._params = topology.protocol if params is None else params
         self._network = network or topology.network
         self.node_id = node_id
         self.journal = journal
@@ -113,8 +118,8 @@ class ProtocolContext:
 
     @property
     def params(self):
-        """The protocol's public parameters (its Params model from the topology)."""
-        return self.topology.protocol
+        """The protocol's public parameters (its Params model from the topology, or this node's own)."""
+        return self._params
 
     @property
     def network(self) -> NetworkParams:

@@ -17,3 +17,7 @@ class LogFormatError(NetdpError):
 
 class LogExistsError(NetdpError, FileExistsError):
     """A log folder already holds a log: a node never overwrites one, and never rejoins a run it left."""
+
+
+class LogResumeError(NetdpError):
+    """A restarted node cannot rejoin from its log folder: not this run's log as it would write it, or damaged."""

@@ -4,6 +4,11 @@ The host opens the journal (header first), the receiver and the outbox, answers 
 builds the protocol's context and node (which registers its mailboxes), and when the
 protocol returns, logs the final output and writes `estimate.json`. `receiver` is what a
 transport hands incoming messages to; `link_for(peer)` opens the link to a peer.
+
+A restarted node rejoins its run (`resume`) only if its protocol can (`ProtocolSpec.resumable`):
+the journal then appends to its logs and the protocol rebuilds its state from them. An agent's
+own budget (`budget`, at most the published one) replaces the published one in the parameters
+its protocol sees, and is written into the run header.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from netdp.v1 import viewlog_pb2
+from node.agent_budget import BudgetRequest, header_fields, own_parameters
 from node.context import NodeNoise, ProtocolContext
 from node.delivery import PING, Outbox
+from node.errors import ConfigError
 from node.journal import Journal
 from node.message import Message
 from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
@@ -45,22 +52,29 @@ class NodeHost:
     def __init__(self, topology: Topology, node_id: int, private_data: Any, sampler: GaussianSampler,
                  log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None,
                  randomized_response: RandomizedResponseSampler | None = None,
-                 network: NetworkParams | None = None, laplace: LaplaceSampler | None = None) -> None:
-        """`network`: deadlines to keep instead of the published ones (the header still records those)."""
+                 network: NetworkParams | None = None, laplace: LaplaceSampler | None = None,
+                 resume: bool = False, budget: BudgetRequest | None = None, clock_speedup: float = 1.0) -> None:
+        """`network`: deadlines to keep instead of the published ones (the header still records those);
+        `resume`: rejoin the run logged in `log_dir`, if any; `budget`: the agent's own, below the published;
+        `clock_speedup`: fault injection, the factor its Poisson clock runs faster than published."""
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
         self.topology = topology
         self.node_id = node_id
         self.log_dir = Path(log_dir)
         spec = protocol_spec(topology.protocol.name)
-        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler))
+        if resume and not spec.resumable:
+            raise ConfigError(f"--resume: a {spec.name} node does not rejoin its run (fresh noise would leak more, "
+                              "and its neighbours have dropped it); only personalized-cd agents resume")
+        params = own_parameters(topology.protocol, node_id, budget)
+        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler, params), resume=resume)
         self.receiver = Receiver(topology, node_id, self.journal)
         self.receiver.register(PING, _pong, scheme="none", payload=False)
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
                              sender=node_id)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
                                   NodeNoise(sampler, self.journal, randomized_response, laplace), on_step or _no_hook,
-                                  network)
+                                  network, params, clock_speedup=clock_speedup)
         self._protocol = spec.start(context, private_data)
 
     async def run(self) -> NodeOutcome:
@@ -86,9 +100,9 @@ class NodeHost:
         self.journal.close()
 
 
-def _header(topology: Topology, node_id: int, sampler: GaussianSampler) -> viewlog_pb2.RunHeader:
-    params = topology.protocol
-    public = json.loads(topology.public_parameters_json())
+def _header(topology: Topology, node_id: int, sampler: GaussianSampler, params: Any) -> viewlog_pb2.RunHeader:
+    """The run header: the published parameters, the sampler and, for an agent with a budget, the one it runs under."""
+    public = json.loads(topology.public_parameters_json()) | header_fields(params, node_id)
     # Randomized response, and Laplace noise whose grid each step's logged epsilon accounts: no Gaussian grid.
     gaussian = params.name not in NOT_GAUSSIAN
     public["sampler"] = {

@@ -6,7 +6,9 @@ Records that must be durable together (a round's sent messages, a received value
 exchange step it completes) are written with one `write` call: one fsync. Commits are
 grouped: records handed in while a log's write is in flight (a round's values arriving
 from several neighbours at once) go out together in its next write, with one fsync, and
-each caller returns only once its own records are on disk.
+each caller returns only once its own records are on disk. A restarted node that rejoins its
+run (`resume`) appends to its existing logs once both are checked (`read_resumable`), and its
+protocol reads the public one back from `resumed`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import to_tensor
 from node.message import GOSSIP, Message, MessageId
-from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, LogContents, ViewLogWriter, read_resumable
 
 REPLY_FAILURE = "reply"  # a sent record of a reply: its arrival is not observable by the sender
 
@@ -127,7 +129,8 @@ class GroupedAppends:
 class Journal:
     """The two logs of one node for one run."""
 
-    def __init__(self, log_dir: Path, header: viewlog_pb2.RunHeader) -> None:
+    def __init__(self, log_dir: Path, header: viewlog_pb2.RunHeader, *, resume: bool = False) -> None:
+        """`resume`: append to the logs already in `log_dir`, if any (a restarted node rejoining its run)."""
         self.log_dir = Path(log_dir)
         public = viewlog_pb2.RunHeader()
         public.CopyFrom(header)
@@ -136,8 +139,15 @@ class Journal:
         private = viewlog_pb2.RunHeader()
         private.CopyFrom(public)
         private.section = "private"
-        self._view = ViewLogWriter(self.log_dir / VIEW_LOG_NAME, public)
-        self._private = ViewLogWriter(self.log_dir / PRIVATE_LOG_NAME, private, mode=0o600)
+        view_path, private_path = self.log_dir / VIEW_LOG_NAME, self.log_dir / PRIVATE_LOG_NAME
+        view_log = private_log = None
+        if resume and view_path.exists() and view_path.stat().st_size > 0:
+            # Both checked before either is touched: a refused restart leaves both logs as they were.
+            view_log, private_log = read_resumable(view_path, public), read_resumable(private_path, private)
+        # The public log read back at a restart, which the node rebuilds its state from; None on a fresh start.
+        self.resumed: LogContents | None = None if view_log is None else view_log.contents
+        self._view = ViewLogWriter(view_path, public, resume=view_log)
+        self._private = ViewLogWriter(private_path, private, mode=0o600, resume=private_log)
         self._view_appends = GroupedAppends(self._view)
         self._private_appends = GroupedAppends(self._private)
 

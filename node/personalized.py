@@ -15,10 +15,17 @@ rows summing to at most 1 without changing the algorithm or its minimiser. Every
 gradient is clipped to l1 norm L₀, so replacing one example moves ∇L_i by at most 2L₀/m_i in l1
 (Lemma 1), which the Laplace scale s = 2L₀ / (ε m_i) covers. λ_i is 1/m_i unless published; the
 smoothness bound L_i^loc is the published bound on the data term plus 2λ_i.
+
+The private warm start (Remark 3, supplementary Sec. C) releases the agent's purely local model,
+the minimiser of L_i with the same clipped gradients, perturbed by output perturbation (Chaudhuri
+et al. 2011): clipping a logistic or least-squares example's gradient rescales the derivative of
+its loss along ⟨θ, x⟩ monotonically, so that L_i stays convex, 2λ_i-strongly convex with λ_i‖θ‖²,
+and its minimiser moves by at most L₀ / (m_i λ_i) in l2 when one example is replaced.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +36,11 @@ from node.learning import LocalData, Task, clipped_gradient, loss
 
 if TYPE_CHECKING:
     from node.topology import Topology
+
+# The local model is computed until its gradient's l2 norm is at most this share of L₀ / m_i; its
+# distance to the exact minimiser, at most that over 2λ_i, is part of the warm start's sensitivity.
+LOCAL_MODEL_TOLERANCE = 1e-6
+LOCAL_MODEL_ITERATIONS = 100_000
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class AgentProblem:
     regularization: float  # λ_i of the paper's λ_i ‖θ‖²
     step: float  # α_i
     weights: Mapping[int, float]  # W_ij / D_ii of every neighbour j
+    smoothness: float  # L_i^loc: the published bound on the data term's smoothness plus 2λ_i
 
     @classmethod
     def of(cls, params: Any, topology: Topology, node: int, data: LocalData) -> AgentProblem:
@@ -55,7 +68,7 @@ class AgentProblem:
         degree = sum(row.values())
         return cls(data, params.task, params.mu, params.lipschitz, confidence, regularization,
                    1.0 / (1.0 + params.mu * confidence * smoothness),
-                   {peer: weight / degree for peer, weight in row.items()})
+                   {peer: weight / degree for peer, weight in row.items()}, smoothness)
 
     @property
     def examples(self) -> int:
@@ -66,6 +79,37 @@ class AgentProblem:
     def sensitivity(self) -> float:
         """l1 sensitivity of ∇L_i when one example is replaced (Lemma 1): 2L₀ / m_i."""
         return 2.0 * self.lipschitz / self.examples
+
+    @property
+    def warm_start_sensitivity(self) -> float:
+        """l1 sensitivity of `local_model`: √p (1 + tolerance) L₀ / (m_i λ_i).
+
+        The exact minimiser moves by at most L₀ / (m_i λ_i) in l2 (one example moves ∇L_i by 2L₀/m_i,
+        L_i is 2λ_i-strongly convex), each computed one is within tolerance · L₀ / (2 m_i λ_i) of its
+        own, and l1 ≤ √p l2.
+        """
+        l2 = (1.0 + LOCAL_MODEL_TOLERANCE) * self.lipschitz / (self.examples * self.regularization)
+        return math.sqrt(self.data.x.shape[1]) * l2
+
+    def local_model(self) -> np.ndarray:
+        """argmin L_i with clipped example gradients, by accelerated gradient descent to the tolerance.
+
+        Raises ValueError when it does not get there (λ_i = 0, or data beyond the published smoothness).
+        """
+        if not self.regularization > 0.0:
+            raise ValueError("a private local model needs lambda_i > 0: its sensitivity is L0 / (m_i lambda_i)")
+        root = math.sqrt(self.smoothness / (2.0 * self.regularization))  # √κ of the strongly convex L_i
+        momentum = (root - 1.0) / (root + 1.0)
+        tolerance = LOCAL_MODEL_TOLERANCE * self.lipschitz / self.examples
+        point = previous = np.zeros(self.data.x.shape[1])
+        for _ in range(LOCAL_MODEL_ITERATIONS):
+            gradient, _ = self.gradient(point)
+            if np.linalg.norm(gradient) <= tolerance:
+                return point
+            current = point - gradient / self.smoothness
+            point, previous = current + momentum * (current - previous), current
+        raise ValueError(f"the local model did not reach its tolerance in {LOCAL_MODEL_ITERATIONS} steps: are the "
+                         "examples beyond the published smoothness bound?")
 
     def gradient(self, theta: np.ndarray) -> tuple[np.ndarray, int]:
         """∇L_i(θ) with every example's gradient clipped to l1 norm L₀; and how many were clipped."""

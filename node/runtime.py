@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from node import security
+from node.agent_budget import BudgetRequest, own_parameters
 from node.errors import ConfigError
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.idset import describe_nodes, format_ids
@@ -55,6 +56,9 @@ class NodeConfig:
     kill_at_step: int | None = None  # fault injection: SIGKILL this process as a hosted id starts this local step
     lost_reply_fraction: float = 0.0  # fault injection: this share of the replies to calls is lost
     lost_ack_fraction: float = 0.0  # fault injection: this share of the acknowledgements of deliveries is lost
+    clock_speedup: float = 1.0  # fault injection: every hosted id's Poisson clock ticks this many times faster
+    resume: bool = False  # rejoin the run logged in each hosted id's log folder, if any (personalized CD)
+    budget: BudgetRequest | None = None  # every hosted agent's own budget, at most its published one
 
 
 def check_hosted_ids(topology: Topology, node_ids: Iterable[int]) -> tuple[int, ...]:
@@ -90,6 +94,8 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
     topology = config.topology
     node_ids = check_hosted_ids(topology, config.node_ids)
     load = protocol_spec(topology.protocol.name).load
+    for v in node_ids:  # every id's budget checked before any id logs anything
+        own_parameters(topology.protocol, v, config.budget)
     private_data = {v: load(config.data_paths[v], topology.protocol) for v in node_ids}
     tls = security.load_tls(config.tls_dir, expected_id=node_ids) if config.tls_dir else None
     channels = _peer_channels(topology, tls)
@@ -107,7 +113,8 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
         samplers = make_samplers(config.sampler, config.simulation_seeds.get(v))
         hosts[v] = NodeHost(topology, v, private_data[v], samplers.gaussian, config.log_dirs[v], link_for(v),
                             on_step=kill, randomized_response=samplers.randomized_response,
-                            laplace=samplers.laplace, network=network)
+                            laplace=samplers.laplace, network=network, clock_speedup=config.clock_speedup,
+                            resume=config.resume, budget=config.budget)
     address = topology.address_of(node_ids[0])
     try:
         server, health = await start_server(

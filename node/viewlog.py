@@ -10,10 +10,19 @@ reports, never hides, a torn or corrupt tail.
 A node keeps two logs: the public view (``view.log``: what it sent and received) and the
 private section (``private.log``: its own input and noise), which the auditor only reads
 in test and experiment mode.
+
+A log is never overwritten. A restarted node that may rejoin its run (personalized CD) appends
+to its existing log instead (`read_resumable`, then a writer with `resume=`): the file must be
+this run's log as the node would write it now (magic, the same header but its start time),
+intact, and not finished. A torn tail (the unfinished write of the crash: never acknowledged,
+nothing in it used) is moved aside to ``<log>.torn-at-<offset>`` before the first append, so
+the reader's invariant holds: every complete record reads back, and nothing follows a torn one.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import struct
 import threading
@@ -27,7 +36,7 @@ from typing import Literal
 from google.protobuf.message import DecodeError
 
 from netdp.v1 import viewlog_pb2
-from node.errors import LogExistsError, LogFormatError
+from node.errors import LogExistsError, LogFormatError, LogResumeError
 from node.logfiles import LogHandlePool, shared_pool
 
 MAGIC = b"NDPLOG\x01\n"
@@ -35,6 +44,7 @@ FRAME = struct.Struct("<II")
 MAX_RECORD_BYTES = 1 << 30
 VIEW_LOG_NAME = "view.log"
 PRIVATE_LOG_NAME = "private.log"
+LOG = logging.getLogger("netdp.node")
 
 DamageKind = Literal["torn_tail", "bad_checksum", "oversized_length", "undecodable", "missing_header"]
 
@@ -74,18 +84,75 @@ def encode_record(record: viewlog_pb2.Record) -> bytes:
     return FRAME.pack(len(body), zlib.crc32(body)) + body
 
 
+@dataclass(frozen=True)
+class ResumableLog:
+    """An existing log checked for a restarted node to append to (made only by `read_resumable`)."""
+
+    contents: LogContents
+    length: int  # bytes of its intact records; anything after them is a torn tail
+
+
+def read_resumable(path: Path, header: viewlog_pb2.RunHeader) -> ResumableLog:
+    """The log at `path`, once it is this run's log as a node with `header` would write it, intact up to a
+    torn tail and not finished; LogResumeError (LogFormatError for a file that is no log) otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise LogResumeError(f"{path} does not exist: there is no run to rejoin from this log folder")
+    contents = read_log(path)
+    damage = contents.damage
+    if damage is not None and damage.kind != "torn_tail":
+        raise LogResumeError(f"{path} is damaged at byte {damage.offset} ({damage.detail}), not just torn by a "
+                             "crash: it cannot be resumed")
+    if contents.header is None:
+        raise LogResumeError(f"{path} holds no complete run header: there is no run to rejoin from it")
+    differences = _header_differences(contents.header, header)
+    if differences:
+        raise LogResumeError(f"{path} is not this node's log as it would start now: {'; '.join(differences)}; a "
+                             "restarted node rejoins only as it first started (same topology, id, sampler and "
+                             "budget)")
+    if any(record.WhichOneof("kind") == "final_output" for record in contents.records):
+        raise LogResumeError(f"{path} holds the node's final output: its run is over, there is nothing to resume")
+    return ResumableLog(contents, path.stat().st_size if damage is None else damage.offset)
+
+
+def _header_differences(logged: viewlog_pb2.RunHeader, wanted: viewlog_pb2.RunHeader) -> list[str]:
+    """How two run headers differ, field by field (public parameters key by key); the start time is no part."""
+    differences = []
+    for name in ("run_id", "protocol", "node_id", "topology_digest", "sampler_kind", "section"):
+        if getattr(logged, name) != getattr(wanted, name):
+            differences.append(f"its {name} is {getattr(logged, name)!r}, this start's {getattr(wanted, name)!r}")
+    if logged.public_parameters_json != wanted.public_parameters_json:
+        before, now = _json_object(logged.public_parameters_json), _json_object(wanted.public_parameters_json)
+        differences += [f"its {key} is {json.dumps(before.get(key), sort_keys=True)}, this start's "
+                        f"{json.dumps(now.get(key), sort_keys=True)}"
+                        for key in sorted(before.keys() | now.keys()) if before.get(key) != now.get(key)]
+    return differences
+
+
+def _json_object(text: str) -> dict:
+    """A header's public parameters; text that is no JSON object stands as itself, so it differs from any."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"public_parameters_json": text}
+
+
 class ViewLogWriter:
     """Append-only writer that fsyncs every append. Safe to call from several threads."""
 
     def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644,
-                 pool: LogHandlePool | None = None) -> None:
+                 pool: LogHandlePool | None = None, resume: ResumableLog | None = None) -> None:
+        """A new log starting with `header`; with `resume` (from `read_resumable`), that existing log, appended to."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size > 0:
+        if resume is None and self.path.exists() and self.path.stat().st_size > 0:
             raise LogExistsError(
                 f"{self.path} already exists; a log is never overwritten, and a restarted node does not "
                 "rejoin its run (fresh noise would leak more, and its neighbours have dropped it): "
-                "start a new run with a fresh log folder")
+                "start a new run with a fresh log folder (a personalized-cd agent rejoins with --resume)")
+        if resume is not None and resume.contents.path != self.path:
+            raise ValueError(f"{resume.contents.path} was checked for resuming, not {self.path}")
         self._lock = threading.Lock()
         self._closed = False
         # The descriptor lives in a process-wide pool (node/logfiles.py): bounded open files whatever the
@@ -93,10 +160,37 @@ class ViewLogWriter:
         self._pool = pool or shared_pool()
         self._flags = os.O_WRONLY | os.O_APPEND
         self._mode = mode
-        self._write_synced([MAGIC], create=True)
-        self.append(viewlog_pb2.Record(header=header))
+        if resume is None:
+            self._write_synced([MAGIC], create=True)
+            self.append(viewlog_pb2.Record(header=header))
+        else:
+            self._set_torn_tail_aside(resume.length)
         with self._pool.slot():
             _fsync_directory(self.path.parent)
+
+    def _set_torn_tail_aside(self, length: int) -> None:
+        """Move the bytes after the intact records to `<log>.torn-at-<length>` (kept, as private as the log;
+        appended to, if an earlier crash tore the log at the same byte)."""
+        with open(self.path, "rb") as log:
+            log.seek(length)
+            tail = log.read()
+        if not tail:
+            return
+        aside = self.path.with_name(f"{self.path.name}.torn-at-{length}")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
+        try:
+            _write_all(fd, tail)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, length)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        LOG.warning("%s: a torn tail of %d bytes at byte %d (the crash's unfinished write, never acknowledged) "
+                    "was moved to %s before resuming", self.path, len(tail), length, aside.name)
 
     def append(self, record: viewlog_pb2.Record) -> None:
         """Stamp, write and fsync one record before returning."""
@@ -117,9 +211,7 @@ class ViewLogWriter:
             if self._closed:
                 raise ValueError(f"{self.path} is closed")
             with self._pool.descriptor(self, lambda: os.open(self.path, flags, self._mode)) as fd:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
                 os.fsync(fd)
 
     def close(self) -> None:
@@ -184,6 +276,13 @@ def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamag
     else:
         contents.records.append(record)
     return body_start + length
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte, even if the OS takes them in parts."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -29,6 +29,7 @@ ATOL = 1e-12
 # Reconstructable pairs reach LDP up to the exact method's own rounding.
 RECONSTRUCTION_RTOL = 1e-6
 SHOWN_PAIRS = 5
+SHOWN_MISMATCHES = 3
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ def trajectory_check(trajectories: TrajectoryCheck) -> Check:
     deviation = trajectories.max_relative_deviation
     detail = f"{trajectories.compared} logged payloads, max relative deviation {deviation:.2g}"
     if trajectories.mismatches:
-        detail += f"; {len(trajectories.mismatches)} not reproduced: {trajectories.mismatches[0].detail}"
+        shown = "; ".join(mismatch.detail for mismatch in trajectories.mismatches[:SHOWN_MISMATCHES])
+        detail += f"; {len(trajectories.mismatches)} not reproduced, first: {shown}"
     return Check("transcript reproduces the logged payloads", trajectories.ok, detail)
 
 

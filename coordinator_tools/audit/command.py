@@ -19,6 +19,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from coordinator_tools.audit import attack, canary
+from coordinator_tools.audit.collusion import (
+    NO_ATTACK_NOTE,
+    Collusion,
+    add_colluders_argument,
+    coalition_attack_pairs,
+    coalition_members,
+    coalition_threat_model,
+    require_joint_views,
+)
 from coordinator_tools.audit.checks import loss_checks, replay_checks
 from coordinator_tools.audit.conversion import Conversion
 from coordinator_tools.audit.figures import write_figures
@@ -26,7 +35,14 @@ from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.replay import Replay, replay_run
-from coordinator_tools.audit.report import REPORT_FILE, build_report, format_number, worst_observers, write_report
+from coordinator_tools.audit.report import (
+    REPORT_FILE,
+    build_report,
+    format_number,
+    hop_distances,
+    worst_observers,
+    write_report,
+)
 from node.errors import ConfigError
 
 DEFAULT_DELTA = 1e-5
@@ -49,7 +65,8 @@ class AuditOptions:
     attack_runs: int | None = None  # None: the protocol's attack's default
     attack_seed: int | None = None
     with_private_logs: bool = False
-    data: Path | None = None  # learning runs: the data folder, for the utility block (test mode)
+    data: Path | None = None  # learning runs: the data folder, for the utility block and replay checks (test mode)
+    colluders: tuple[int, ...] = ()  # a coalition accounted as one observer (the report's `collusion` block)
 
 
 def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(), *,
@@ -61,25 +78,36 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     Raises ConfigError when RUNDIR has no topology or names a protocol nobody audits, and
     LogFormatError when it has no usable log.
     """
-    replay = replay_run(rundir, with_private_logs=options.with_private_logs)
+    replay = replay_run(rundir, with_private_logs=options.with_private_logs, data_dir=options.data)
     auditor, run = replay.auditor, replay.realized
+    members = ()
+    if options.colluders:
+        require_joint_views(auditor)
+        members = coalition_members(options.colluders, run.n)
     accounting = _accounting(replay, options)
     runs = {} if options.attack_runs is None else {"attack_runs": options.attack_runs}
-    losses = auditor.account(
-        run,
-        **accounting,
-        attack_pairs=_resolve_attack_pairs(options.attack_pairs, run.n),
-        rng_seed=options.attack_seed,
-        **runs,
-    )
+    attack_pairs = _resolve_attack_pairs(options.attack_pairs, run.n)
+    losses = auditor.account(run, **accounting, attack_pairs=attack_pairs, rng_seed=options.attack_seed, **runs)
     checks = loss_checks(losses, recompute=lambda sigma: auditor.account(run, **{**accounting, "sigma": sigma}))
     checks += replay_checks(replay)
+    collusion = None
+    if members:
+        joint = auditor.account(
+            run, **{**accounting, "threat_model": coalition_threat_model(accounting["threat_model"], members)},
+            attack_pairs=None if attack_pairs is None else coalition_attack_pairs(members, run.n),
+            rng_seed=options.attack_seed, **runs,
+        )  # fmt: skip
+        collusion = Collusion(members, joint, losses, hop_distances(run.topology),
+                              notes=(NO_ATTACK_NOTE,) if attack_pairs is None else ())
+        checks += collusion.checks()
     extra = {
         "options": {**asdict(options), "data": None if options.data is None else str(options.data),
                     "sensitivity_published": replay.topology.protocol.sensitivity},
         "replay": replay.to_json(),
         **auditor.report_extras(replay, losses, accounting),
     }
+    if collusion is not None:
+        extra["collusion"] = collusion.to_json()
     if options.data is not None:
         extra["utility"] = auditor.utility(replay, options.data)
     report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra, csv=csv)
@@ -152,9 +180,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--with-private-logs", action="store_true",
                         help="test/experiment mode: also read private logs and check that the transcript "
                         "reproduces every logged payload")
+    add_colluders_argument(parser)
     parser.add_argument("--data", type=Path,
                         help="learning runs, test/experiment mode: the data folder (test.npz and the nodes' files) "
-                        "for the utility block: test metric over steps against central and local-DP baselines")
+                        "for the utility block: test metric over steps against central and local-DP baselines; "
+                        "with --with-private-logs, personalized CD's updates are recomputed from it (m_i)")
     parser.set_defaults(handler=_run)
 
 
@@ -176,6 +206,8 @@ def print_summary(report: Mapping[str, object], page: Path, console: Console) ->
         console.print(NO_NOISE)
     else:
         console.print(_observer_table(report))
+    if "collusion" in report:
+        console.print(report["collusion"]["summary"]["sentence"], highlight=False)
     if summary["sampler"] and summary["sampler"]["simulation"]:
         console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
     for check in report["checks"]:
@@ -209,6 +241,7 @@ def _run(args: argparse.Namespace) -> int:
         attack_seed=args.attack_seed,
         with_private_logs=args.with_private_logs,
         data=args.data,
+        colluders=args.colluders,
     )
     if (args.out / REPORT_FILE).exists() and not args.force:
         raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")

@@ -36,8 +36,8 @@ FIGURE_CAPTIONS = {
     "communicability": "A random walk's pairwise loss (Thm 3 where the order is valid, else ex ante over "
                        "simulated walks) beside the graph's communicability expm(A), log scales (like ICML 2024 "
                        "Fig. 3).",
-    "budget_accuracy": "Personalized learning: mean test accuracy of private CD against every agent's budget, "
-                       "beside purely local models and non-private CD (like AISTATS 2018 Fig. 2).",
+    "budget_accuracy": "Personalized learning: mean test accuracy (or per-user RMSE) of private CD against every "
+                       "agent's budget, beside purely local models and non-private CD (like AISTATS 2018 Fig. 2).",
 }
 
 
@@ -54,6 +54,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         _replay_section(report),
         "<h2>Summary</h2>",
         _summary_table(report),
+        _collusion_section(report),
         _learning_section(report),
         _personalized_section(report),
         "<h2>Figures</h2>",
@@ -174,6 +175,22 @@ def _summary_table(report: Mapping[str, object]) -> str:
         f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
         f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {report['pairs']['rows']} pairs "
         "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
+    ])
+
+
+def _collusion_section(report: Mapping[str, object]) -> str:
+    """Who colluded, in one sentence, and every outside source's loss to the coalition beside its best member's."""
+    collusion = report.get("collusion")
+    if not collusion:
+        return ""
+    rows = [(str(row["source"]), _number(row["exact_eps_upper"]), _number(row["best_member_exact_eps_upper"]),
+             str(row["best_member"]), _number(row["paper_eps"]), _number(row["ldp_eps"]))
+            for row in collusion["losses"]]
+    return "\n".join([
+        "<h2>Collusion</h2>",
+        f"<p>{escape(collusion['summary']['sentence'])}</p>",
+        _table(("source u", "exact eps to the coalition (upper end)", "exact eps, best member alone",
+                "best member", "paper eps (union of messages)", "local DP eps"), rows),
     ])
 
 

@@ -6,7 +6,7 @@
   (planned), as sorted curves and boxes (like Muffliato Fig. 1b), from `learning.schedule_comparison`;
 * communicability: a random walk's pairwise losses beside the graph's communicability expm(A),
   both on a log scale (like ICML 2024 Fig. 3), from the pairs file's `communicability` and loss columns;
-* budget_accuracy: personalized learning's mean test accuracy against the privacy budget, private
+* budget_accuracy: personalized learning's mean test accuracy (or RMSE) against the privacy budget, private
   CD beside purely local models and non-private CD (like AISTATS 2018 Fig. 2), from
   `utility.budget_curve`.
 
@@ -33,7 +33,7 @@ UTILITY_SERIES = (
     ("local", "local DP: every node alone", {"color": "tab:red", "linestyle": "--"}),
 )
 SIDE_STYLES = {"realized": {"color": "tab:blue"}, "planned": {"color": "tab:orange", "linestyle": "--"}}
-METRIC_LABELS = {"accuracy": "test accuracy", "mse": "test mean squared error"}
+METRIC_LABELS = {"accuracy": "test accuracy", "mse": "test mean squared error", "rmse": "per-user test RMSE"}
 
 
 def learning_drawers(report: Mapping[str, object], pairs: Mapping[str, np.ndarray]
@@ -78,7 +78,7 @@ def _utility(report: Mapping[str, object]) -> Figure:
 
 
 def _budget_accuracy(report: Mapping[str, object]) -> Figure:
-    """Private CD's mean test accuracy at every budget, the run's own point, and the two budget-free baselines."""
+    """Private CD's mean test metric at every budget, the run's own point, and the two budget-free baselines."""
     utility = report["utility"]
     curve = utility["budget_curve"]
     figure = Figure(figsize=(7.5, 4.5))
@@ -92,8 +92,9 @@ def _budget_accuracy(report: Mapping[str, object]) -> Figure:
     axis.axhline(utility["local"], color="tab:red", linestyle="--", label="purely local models")
     axis.set_xscale("log")
     axis.set_xlabel(f"budget epsilon of every agent (delta = {curve['delta']:g}, {curve['updates']} updates each)")
-    axis.set_ylabel(METRIC_LABELS[utility["metric"]])
-    axis.set_title(f"Accuracy against the privacy budget ({utility['test_examples']} test examples)")
+    label = METRIC_LABELS[utility["metric"]]
+    axis.set_ylabel(label)
+    axis.set_title(f"{label[0].upper()}{label[1:]} against the privacy budget ({utility['test_examples']} test examples)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
     return figure

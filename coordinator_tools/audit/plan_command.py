@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from coordinator_tools.audit.checks import loss_checks
+from coordinator_tools.audit.collusion import (
+    PLAN_NOTE,
+    Collusion,
+    add_colluders_argument,
+    coalition_members,
+    coalition_threat_model,
+    require_joint_views,
+)
 from coordinator_tools.audit.command import DEFAULT_DELTA, NO_NOISE
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.plan import Plan, PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
-from coordinator_tools.audit.report import build_report, write_report
+from coordinator_tools.audit.report import build_report, hop_distances, write_report
 from node.topology import load_topology
 
 
@@ -60,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="calibrate sigma so that max over observers of the mean exact eps is <= EPS")
     target.add_argument("--target-worst-eps", type=_positive, metavar="EPS",
                         help="calibrate sigma so that every pair's exact eps is <= EPS")
+    add_colluders_argument(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -78,12 +88,29 @@ def _run(args: argparse.Namespace) -> int:
         schedules=args.schedules,
         seed=args.seed,
     )
-    result = auditor_named(topology.protocol.name).plan(topology, options)
+    auditor = auditor_named(topology.protocol.name)
+    members = ()
+    if args.colluders:
+        require_joint_views(auditor)
+        members = coalition_members(args.colluders, topology.n)
+    result = auditor.plan(topology, options)
     checks = loss_checks(result.losses)
-    report = build_report(result.losses, result.run, checks=checks, extra={"plan": result.details},
+    extra: dict[str, object] = {"plan": result.details}
+    collusion = None
+    if members:
+        losses = result.losses
+        joint = auditor.plan(topology, replace(
+            options, threat_model=coalition_threat_model(options.threat_model, members), target=None,
+            sigma=losses.sigma, sensitivity=losses.sensitivity, alpha=losses.alpha)).losses
+        collusion = Collusion(members, joint, losses, hop_distances(topology), notes=(PLAN_NOTE,))
+        checks += collusion.checks()
+        extra["collusion"] = collusion.to_json()
+    report = build_report(result.losses, result.run, checks=checks, extra=extra,
                           pairs_stem=f"{args.out.stem}-pairs", csv=args.csv)
     written = write_report(report, args.out.parent, json_name=args.out.name)
     print(_summary(result))
+    if collusion is not None:
+        print(collusion.sentence())
     for check in checks:
         if not check.ok:
             print(f"check failed: {check.name}: {check.detail}")

@@ -17,6 +17,7 @@ import numpy as np
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.message import MessageId, kind_of
+from node.viewlog import LogContents
 
 Severity = Literal["error", "warning", "info"]
 
@@ -63,6 +64,23 @@ class MessageKey:
         else:
             what = f"{self.kind} #{where.sequence}"
         return f"node {'?' if sender is None else sender}'s {what} to node {receiver}"
+
+
+def reader_findings(contents: LogContents, node: int | None, use: str) -> list[Finding]:
+    """What the log reader reported of one file, as findings, so a damaged log is never read silently.
+
+    A torn tail is the unacknowledged write of a killed node (nothing it held was used): a warning;
+    other damage is an error. Records of a kind a newer writer added are skipped: a warning. `use`
+    says what happens to the readable prefix ("audited", "shown").
+    """
+    findings = [Finding("warning", "unknown_record_kind", node, f"{contents.path} at byte {offset}: {detail}")
+                for offset, detail in contents.unknown]
+    damage = contents.damage
+    if damage is not None:
+        severity: Severity = "warning" if damage.kind == "torn_tail" else "error"
+        findings.insert(0, Finding(severity, damage.kind, node, f"{contents.path} at byte {damage.offset}: "
+                                   f"{damage.detail}; the {len(contents.records)} records before it are {use}"))
+    return findings
 
 
 def carries_value(tensor: viewlog_pb2.Tensor) -> bool:

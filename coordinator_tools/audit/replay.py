@@ -35,6 +35,7 @@ from coordinator_tools.audit.records import (
     PrivateSection,
     Severity,
     carries_value,
+    reader_findings,
 )
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
 from node.codec import from_tensor
@@ -61,6 +62,7 @@ class Replay:
     node_problems: tuple[Finding, ...]  # about one node's log: missing, damaged, foreign, odd records
     consistency: tuple[Finding, ...]  # between logs, and inferences made to fill gaps
     private: PrivateSection | None = None
+    data_dir: Path | None = None  # the run's data folder, given in test mode: learning auditors recompute from it
 
     @property
     def sampler_kinds(self) -> dict[int, str]:
@@ -98,8 +100,8 @@ class Replay:
         }
 
 
-def replay_run(rundir: Path, *, with_private_logs: bool = False) -> Replay:
-    """Read, check and replay a run directory.
+def replay_run(rundir: Path, *, with_private_logs: bool = False, data_dir: Path | None = None) -> Replay:
+    """Read, check and replay a run directory (`data_dir`, the nodes' data folder, is only kept for the checks).
 
     Raises ConfigError when RUNDIR holds no valid topology or a log names a protocol no
     auditor reads, and LogFormatError when no node's view log is usable; every lesser
@@ -122,7 +124,8 @@ def replay_run(rundir: Path, *, with_private_logs: bool = False) -> Replay:
     consistency = cross_check(logs)
     realized = auditor.rebuild(topology, logs, consistency)
     private = _read_private(rundir, topology, auditor, problems) if with_private_logs else None
-    return Replay(rundir, topology, auditor, logs, realized, tuple(problems), tuple(consistency), private)
+    return Replay(rundir, topology, auditor, logs, realized, tuple(problems), tuple(consistency), private,
+                  None if data_dir is None else Path(data_dir))
 
 
 # --- reading one log -------------------------------------------------------------------------
@@ -141,17 +144,7 @@ def _read_section(
     except LogFormatError as exc:
         problems.append(Finding("error", "unreadable_log", node, str(exc)))
         return None
-    if contents.damage is not None:
-        damage = contents.damage
-        # A torn tail is the unacknowledged write of a killed node: nothing it held was used.
-        severity: Severity = "warning" if damage.kind == "torn_tail" else "error"
-        problems.append(
-            Finding(severity, damage.kind, node, f"{path} at byte {damage.offset}: {damage.detail}; "
-                    f"the {len(contents.records)} records before it are audited")
-        )
-    # A newer writer's record kinds are skipped by the reader: noted, not damage.
-    problems.extend(Finding("warning", "unknown_record_kind", node, f"{path} at byte {offset}: {detail}")
-                    for offset, detail in getattr(contents, "unknown", []))
+    problems.extend(reader_findings(contents, node, "audited"))
     if contents.header is None:
         return None
     auditor_for(contents.header)  # a protocol nobody audits is an error, not a finding

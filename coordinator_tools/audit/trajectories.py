@@ -51,9 +51,10 @@ class PayloadComparison:
     worst: float = 0.0
     mismatches: list[Finding] = field(default_factory=list)
 
-    def compare(self, node: int, logged: viewlog_pb2.Tensor, recomputed: np.ndarray, what: str) -> None:
-        """Compare one logged payload (found in `node`'s log) with its recomputed value."""
-        deviation = float(np.max(np.abs(from_tensor(logged) - recomputed), initial=0.0)) / (self.scale or 1.0)
+    def compare(self, node: int, logged: viewlog_pb2.Tensor | np.ndarray, recomputed: np.ndarray, what: str) -> None:
+        """Compare one logged value (a payload, or a private input, found in `node`'s logs) with its recomputed one."""
+        value = logged if isinstance(logged, np.ndarray) else from_tensor(logged)
+        deviation = float(np.max(np.abs(value - recomputed), initial=0.0)) / (self.scale or 1.0)
         self.worst = max(self.worst, deviation)
         self.compared += 1
         if deviation > self.rtol:

@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from coordinator_tools.datasets import node_data_file
+from node.agent_budget import BudgetRequest
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
 from node.idset import describe_nodes, format_ids
@@ -37,6 +39,7 @@ POLL_INTERVAL_S = 0.2
 STDERR_FILE = "stderr.txt"
 RUN_SUMMARY_FILE = "run.json"
 TOPOLOGY_FILE = "topology.json"
+Flag = TypeVar("Flag")  # the value of a per-node process option
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ class LaunchOptions:
     # fault injection: node -> share of the acknowledgements of the deliveries it receives that it loses
     # (the same share for every id one process hosts)
     lost_ack_fraction: Mapping[int, float] = field(default_factory=dict)
+    # fault injection: node -> factor its Poisson clock ticks faster than published (the same for every id of a process)
+    clock_speedup: Mapping[int, float] = field(default_factory=dict)
+    # personalized CD: node -> its own budget, at most the published one (the same for every id of a process)
+    budgets: Mapping[int, BudgetRequest] = field(default_factory=dict)
     timeout_s: float | None = None
 
 
@@ -109,8 +116,9 @@ def node_simulation_seed(options: LaunchOptions, node_id: int) -> int | None:
     return node_seed(options.simulation_seed, node_id)
 
 
-def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions) -> list[str]:
-    """The command line of a process hosting one node id."""
+def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOptions, *,
+                 resume: bool = False) -> list[str]:
+    """The command line of a process hosting one node id; `resume`: a restart that rejoins the run in RUNDIR."""
     seed = node_simulation_seed(options, node_id)
     return [
         sys.executable, "-m", "node.cli",
@@ -120,6 +128,7 @@ def node_command(rundir: Path, node_id: int, data_file: Path, options: LaunchOpt
         "--log-dir", str(node_log_dir(rundir, node_id)),
         "--sampler", options.sampler,
         *([] if seed is None else ["--sim-seed", str(seed)]),
+        *(["--resume"] if resume else []),
         *_process_options((node_id,), options),
     ]
 
@@ -150,6 +159,12 @@ def _process_options(node_ids: tuple[int, ...], options: LaunchOptions) -> list[
     lost_acks = options.lost_ack_fraction.get(node_ids[0])
     if lost_acks:
         command += ["--fault-lose-acks", str(lost_acks)]
+    speedup = options.clock_speedup.get(node_ids[0])
+    if speedup:
+        command += ["--fault-clock-speedup", str(speedup)]
+    budget = options.budgets.get(node_ids[0])
+    if budget is not None:
+        command += ["--budget", str(budget.epsilon) + ("" if budget.delta is None else f",{budget.delta}")]
     if options.certs_dir is None:
         command.append("--insecure")
     else:
@@ -184,8 +199,9 @@ def default_timeout(topology: Topology, network: NetworkParams | None = None) ->
 def logged_rounds(log_dir: Path) -> tuple[int, bool]:
     """(local steps the node has started, finished?) read from its view log so far.
 
-    A step is a round it sent (synchronous gossip), an exchange it proposed (asynchronous) or
-    a token hop it took (token walks).
+    A step is a round it sent (synchronous gossip), an exchange it proposed (asynchronous), a
+    token hop it took (token walks) or an update it started (personalized CD: its `step_inputs`
+    record, logged in private and non-private runs alike).
     """
     path = Path(log_dir) / VIEW_LOG_NAME
     if not path.exists():
@@ -197,7 +213,8 @@ def logged_rounds(log_dir: Path) -> tuple[int, bool]:
     rounds = {record.round for record in contents.of_kind("sent") if not record.kind}
     proposals = sum(1 for event in contents.of_kind("exchange") if event.phase == "proposed")
     hops = sum(1 for event in contents.of_kind("token") if event.phase in (RECEIVED, KEPT))
-    return len(rounds) + proposals + hops, bool(contents.of_kind("final_output"))
+    updates = len(contents.of_kind("step_inputs"))
+    return len(rounds) + proposals + hops + updates, bool(contents.of_kind("final_output"))
 
 
 ProgressCallback = Callable[[dict[int, int]], None]
@@ -211,17 +228,12 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
     strays = sorted(set(options.kill_at_round) - set(range(topology.n)))
     if strays:
         raise ConfigError(f"--kill names node {strays[0]}, but the topology's nodes are 0..{topology.n - 1}")
-    strays = sorted(set(options.lost_ack_fraction) - set(range(topology.n)))
-    if strays:
-        raise ConfigError(f"lost acknowledgements are asked of node {strays[0]}, but the topology's nodes are "
-                          f"0..{topology.n - 1}")
-    bad = {v: f for v, f in options.lost_ack_fraction.items() if not 0.0 <= f <= 1.0}
-    if bad:
-        raise ConfigError(f"node {min(bad)} would lose a share {bad[min(bad)]} of its acknowledgements, not in 0..1")
-    for node_ids in hosted_ids(topology):
-        if len({options.lost_ack_fraction.get(v, 0.0) for v in node_ids}) > 1:
-            raise ConfigError(f"lost acknowledgements: {describe_nodes(node_ids)} share one process, so they "
-                              "lose the same share of them")
+    _check_per_process_option(topology, options.lost_ack_fraction, "the share of lost acknowledgements",
+                         lambda share: 0.0 <= share <= 1.0, "in 0..1", 0.0)
+    _check_per_process_option(topology, options.clock_speedup, "the clock speedup", lambda factor: 0.0 < factor < np.inf,
+                         "a finite factor > 0", 1.0)
+    _check_per_process_option(topology, options.budgets, "an agent's own budget", lambda budget: budget.epsilon > 0.0,
+                         "a budget with epsilon > 0", None)
     if options.certs_dir is not None:
         for v in range(topology.n):
             folder = Path(options.certs_dir) / f"node-{v}"
@@ -235,6 +247,21 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
     for path in data_files.values():
         load(path, topology.protocol)
     return data_files
+
+
+def _check_per_process_option(topology: Topology, values: Mapping[int, Flag], what: str, valid: Callable[[Flag], bool],
+                         expected: str, unset: Flag | None) -> None:
+    """A per-node process option (a fault injection, an agent's own budget) names nodes of the topology, with
+    valid values, one per process (it is one command-line flag)."""
+    strays = sorted(set(values) - set(range(topology.n)))
+    if strays:
+        raise ConfigError(f"{what} is set for node {strays[0]}, but the topology's nodes are 0..{topology.n - 1}")
+    bad = {v: value for v, value in values.items() if not valid(value)}
+    if bad:
+        raise ConfigError(f"{what} of node {min(bad)} is {bad[min(bad)]}, not {expected}")
+    for node_ids in hosted_ids(topology):
+        if len({values.get(v, unset) for v in node_ids}) > 1:
+            raise ConfigError(f"{what}: {describe_nodes(node_ids)} share one process, so they need the same value")
 
 
 def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),

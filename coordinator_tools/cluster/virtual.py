@@ -59,6 +59,10 @@ def refuse_process_options(options: LaunchOptions) -> None:
         refused.append("lost replies (--fault-lose-replies)")
     if options.lost_ack_fraction:
         refused.append("lost acknowledgements (--fault-lose-acks)")
+    if options.clock_speedup:
+        refused.append("faster clocks (--fault-clock-speedup)")
+    if options.budgets:
+        refused.append("agents' own budgets (netdp-node --budget)")
     if refused:
         raise ConfigError(f"--virtual runs every node in one process, without TLS or fault injection; "
                           f"drop {', '.join(refused)}")

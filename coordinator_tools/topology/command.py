@@ -15,7 +15,7 @@ from rich.table import Table
 
 from coordinator_tools.topology.build import DEFAULT_BASE_PORT, DEFAULT_HOST, build_topology, new_run_id
 from coordinator_tools.topology.edgelist import read_edge_list
-from coordinator_tools.topology.generators import GENERATORS, generate
+from coordinator_tools.topology.generators import GENERATORS, SEED_BITS, generate, public_seed
 from coordinator_tools.topology.protocol_options import (
     GraphFacts,
     add_protocol_options,
@@ -34,7 +34,6 @@ from node.topology import (
     save_topology,
 )
 
-SEED_BITS = 31
 # The flag that sets each field of an erdos_renyi schedule, to name it when the schedule refuses a value.
 SCHEDULE_FLAGS = {"p": "--edge-probability", "seed": "--schedule-seed"}
 
@@ -144,9 +143,7 @@ def _publishing_options() -> argparse.ArgumentParser:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    seed = args.seed
-    if seed is None and GENERATORS[args.kind].seeded:
-        seed = secrets.randbits(SEED_BITS)
+    seed = public_seed(args.kind, args.seed)
     with _as_config_errors():
         graph = generate(
             args.kind,

@@ -12,12 +12,14 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
 
 MAX_DRAWS = 1000
+SEED_BITS = 31  # fresh public seeds are drawn in 0..2^31 - 1
 
 
 def ring(n: int) -> nx.Graph:
@@ -201,6 +203,14 @@ def generate(kind: str, **parameters: object) -> nx.Graph:
     if missing:
         raise ValueError(f"{kind} needs {', '.join(missing)}")
     return GENERATORS[kind].build(**given)
+
+
+def public_seed(kind: str, seed: int | None) -> int | None:
+    """The seed a random kind is drawn with: the one given, or a fresh one, recorded in the topology so the
+    graph can be drawn again; None for a deterministic kind given none."""
+    if seed is None and kind in GENERATORS and GENERATORS[kind].seeded:
+        return secrets.randbits(SEED_BITS)
+    return seed
 
 
 def _require_n(n: int, *, minimum: int) -> None:

@@ -30,7 +30,7 @@ from node.learning import Adjacency, Task, derived_sensitivity
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
-from node.protocols.personalized_cd import PersonalizedCDParams
+from node.protocols.personalized_cd import BudgetSplit, PersonalizedCDParams
 from node.protocols.ring_histogram import (
     RingHistogramParams,
     calibrate_gamma,
@@ -312,6 +312,13 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
             Option("--epsilon", "epsilon", "budget eps of every agent over the run (default: none, non-private CD)",
                    float),
             Option("--delta", "delta", "budget delta of every agent (Thm 1's composition)", float),
+            Option("--budget-split", "budget_split", "how an agent splits its budget over its updates: equally "
+                   "(default) or by Prop. 2 at the expected global iteration of each wake-up (needs "
+                   "--curvature-ratio)", choices=get_args(BudgetSplit)),
+            Option("--curvature-ratio", "curvature_ratio", "sigma / L_max of objective (2), in (0, 1]: Prop. 2's "
+                   "C = 1 - ratio / n", float),
+            Option("--warm-start-epsilon", "warm_start_epsilon", "eps of the private warm start: every agent first "
+                   "releases its noisy local model, paid from its budget, and starts from it (default: none)", float),
             TICK_RATE,
             ALPHA,
         ),
@@ -356,12 +363,21 @@ def protocol_params(args: argparse.Namespace, graph: GraphFacts) -> BaseModel:
     if foreign:
         takes = " ".join(option.flag for option in protocol.options)
         raise ConfigError(f"{foreign[0]} is not an option of protocol {name} (it takes {takes})")
-    fields: Fields = {}
-    for option in protocol.options:
-        value = getattr(args, option.dest)
-        value = option.default if value is None else value
-        if value is not None:
-            fields[option.field] = value
+    given = {option.field: getattr(args, option.dest) for option in protocol.options}
+    return params_from_fields(name, {field: value for field, value in given.items() if value is not None}, graph)
+
+
+def params_from_fields(name: str, fields: Fields, graph: GraphFacts) -> BaseModel:
+    """Protocol `name`'s Params from the fields given (Params field names; the Python API calls this directly),
+    with the command line's defaults and the derived ones (T_stop, Delta from the clip, ...) for those left out.
+
+    A field the protocol does not have is refused by its Params model (pydantic's ValidationError).
+    """
+    if name not in PROTOCOL_OPTIONS:
+        raise ConfigError(f"unknown protocol {name!r}; choose one of {', '.join(PROTOCOL_OPTIONS)}")
+    protocol = PROTOCOL_OPTIONS[name]
+    fields = {**{option.field: option.default for option in protocol.options if option.default is not None},
+              **fields}
     shapes = PROTOCOL_GRAPHS[name]
     if graph.shape not in shapes:  # the topology would refuse it too, but only after defaults needing a fixed graph
         raise ConfigError(f"protocol {name} runs on {' or '.join(sorted(shapes))} graphs; this graph is "

@@ -56,6 +56,14 @@ class LatestValues:
             self._latest[sender] = Latest(sequence, message.payload)
             self._changed.notify_all()
 
+    def recall(self, sender: int, latest: Latest) -> None:
+        """A value this node logged as received before it was restarted: held again (the newest wins), and
+        a copy of it is acknowledged without a second record. Called before the node serves anyone."""
+        self._taken[sender].add(latest.sequence)
+        held = self._latest.get(sender)
+        if held is None or latest.sequence > held.sequence:
+            self._latest[sender] = latest
+
     def snapshot(self) -> dict[int, Latest]:
         """The newest value of every sender heard from so far; later arrivals do not change this copy."""
         return dict(self._latest)

@@ -4,7 +4,9 @@ A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params mode
 `load(path, params)`, which reads and checks the node's private data file (a vector for the
 averaging protocols, a local dataset for the learning ones), and `start(context, data)`,
 which registers the protocol's mailboxes (before the node serves anyone) and returns the
-object whose `run()` is the node's part of the protocol.
+object whose `run()` is the node's part of the protocol. A `resumable` protocol's node rebuilds
+its state from its own logs when it is restarted (`ProtocolContext.journal.resumed`); every
+other protocol's restarted node is refused.
 """
 
 from __future__ import annotations
@@ -50,3 +52,4 @@ class ProtocolSpec:
     params: type[BaseModel]
     start: Callable[["ProtocolContext", Any], ProtocolNode]
     load: Callable[[Path, Any], Any] = load_private_vector
+    resumable: bool = False  # a restarted node may rejoin its run from its logs

@@ -1,8 +1,8 @@
 """Personalized and private P2P learning (AISTATS 2018): asynchronous coordinate descent with broadcasts.
 
-Every agent owns its model Θ_i (zeros at the start, public) and its data. It wakes on its own
-Poisson clock (rate `tick_rate`; the wake-up times are public, drawn without secret randomness)
-and at each wake-up:
+Every agent owns its model Θ_i (zeros at the start, public, or its private warm start) and its
+data. It wakes on its own Poisson clock (rate `tick_rate`; the wake-up times are public, drawn
+without secret randomness) and at each wake-up:
 1. takes the newest model each neighbour has broadcast (`LatestValues`; a neighbour not heard
    from yet counts with its public initial model);
 2. in the private variant, pays the step's ε from its budget: the ledger logs the spend to the
@@ -14,15 +14,30 @@ and at each wake-up:
    one try each, no reply, the next broadcast supersedes it (sequence numbers from 1).
 
 Budgets: every agent has (ε̄_i, δ̄_i), the published default or its own entry in `budgets`, split
-equally over its T_i = `updates` wake-ups by the paper's Thm 1 (`node.budget.equal_split`).
+over its T_i = `updates` wake-ups so that Thm 1's composition meets it exactly: equally
+(`budget_split` "equal"), or by Prop. 2 at the expected global iteration of each wake-up
+("proposition2", `node.budget.proposition2_shape`). With `warm_start_epsilon`, an agent first
+releases its purely local model with Laplace noise (ε_ws-DP, `AgentProblem.local_model`) as its
+release 0 (broadcast sequence 1), pays ε_ws from ε̄_i before it does, and starts CD from it; its
+updates split what remains. This is the agent-local part of the paper's private warm start
+(supplementary Sec. C): the perturbed local models are not propagated by extra rounds of model
+propagation, CD's own updates spread them. A budget record's step is the release index (the warm
+start 0, update t then t + 1); a broadcast's sequence is the release index + 1.
 With `epsilon` unset the agent runs non-private CD: no noise, no budget, T_i updates.
 An agent stops after T_i updates or when its budget is spent, whichever comes first, and outputs
 its last model.
+
+A killed agent restarted on its log folder (`netdp-node --resume`, `ProtocolSpec.resumable`) goes
+on from what its view log holds (`node.agent_progress`): its ledger counts every logged spend, its
+model is its last logged broadcast, its mailbox holds the neighbour models it had logged, and it
+makes only the updates it has not used up. Its parameters are the published ones with its own
+budget if it chose a lower one (`node.agent_budget`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,7 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netdp.v1 import viewlog_pb2
 from node import data
-from node.budget import BudgetExhausted, BudgetLedger, equal_split
+from node.agent_progress import AgentProgress, read_progress
+from node.budget import BudgetExhausted, BudgetLedger, proportional_split, proposition2_shape
 from node.delivery import LatestValueDelivery
 from node.learning import LocalData, Task
 from node.mailboxes.latest_value import Latest
@@ -44,8 +60,10 @@ if TYPE_CHECKING:
     from node.topology import NetworkParams, Topology
 
 PROTOCOL_NAME = "personalized-cd"
-MODEL = "model"  # the broadcast of an agent's model, sequence = its update count
+MODEL = "model"  # the broadcast of an agent's model, sequence = its release count (warm start, then updates)
 NOISE_PURPOSE = "gradient"  # the draw's step is the agent's update index
+WARM_START_PURPOSE = "warm_start"  # the draw perturbing the local model, step 0, before any gradient draw
+BudgetSplit = Literal["equal", "proposition2"]
 
 
 class AgentBudget(BaseModel):
@@ -76,6 +94,17 @@ class PersonalizedCDParams(BaseModel):
     epsilon: float | None = Field(None, gt=0.0, description="ε̄_i of every agent; none: non-private CD")
     delta: float = Field(0.0, ge=0.0, lt=1.0, description="δ̄_i of every agent (Thm 1's composition)")
     budgets: tuple[AgentBudget, ...] = Field((), description="agents with their own (ε̄_i, δ̄_i)")
+    budget_split: BudgetSplit = Field("equal", description="how an agent splits its budget over its T_i updates: "
+                                      "equally, or by Prop. 2 (ε ∝ C^{t/3} at the expected global iteration t ≈ k n "
+                                      "of its k-th wake-up, C = 1 − curvature_ratio / n)")
+    curvature_ratio: float | None = Field(None, gt=0.0, le=1.0, description=(
+        "σ/L_max of objective (2), for Prop. 2's C: its strong convexity σ over its largest block smoothness "
+        "L_max = max_i D_ii (1 + μ c_i L_i^loc), which need every agent's m_i and so are not derived from the other "
+        "parameters (the paper bounds the ratio below by μ min_i D_ii c_i σ_i^loc / max_i D_ii (1 + μ c_i L_i^loc), "
+        "σ_i^loc = 2 λ_i); only with budget_split 'proposition2'"))
+    warm_start_epsilon: float | None = Field(None, gt=0.0, description=(
+        "ε_ws of the private warm start: every agent first releases its local model with Laplace noise, paid from "
+        "its ε̄_i (its updates split the rest), and starts CD from it; none: CD starts from zeros"))
     tick_rate: float = Field(20.0, gt=0.0, le=10_000.0, description="rate of every agent's Poisson clock, per second")
     alpha: float = Field(2.0, gt=1.0, description="Rényi order used in reports")
 
@@ -86,6 +115,19 @@ class PersonalizedCDParams(BaseModel):
             raise ValueError("per-agent budgets need a private run: set epsilon too")
         if len(set(nodes)) != len(nodes):
             raise ValueError("an agent is listed twice in budgets")
+        if (self.budget_split == "proposition2") != (self.curvature_ratio is not None):
+            raise ValueError("budget_split 'proposition2' goes with curvature_ratio, and only it")
+        if self.budget_split != "equal" and not self.private:
+            raise ValueError(f"budget_split {self.budget_split!r} needs a private run: set epsilon too")
+        if self.warm_start_epsilon is not None:
+            if not self.private:
+                raise ValueError("a private warm start needs a private run: set epsilon too")
+            smallest = min([self.epsilon, *(budget.epsilon for budget in self.budgets)])
+            if self.warm_start_epsilon >= smallest:
+                raise ValueError(f"warm_start_epsilon {self.warm_start_epsilon:g} leaves nothing for the updates "
+                                 f"of an agent whose budget is {smallest:g}")
+            if self.regularization == 0.0:
+                raise ValueError("a private warm start needs lambda_i > 0: its sensitivity is L0 / (m_i lambda_i)")
         return self
 
     @property
@@ -109,14 +151,41 @@ class PersonalizedCDParams(BaseModel):
         own = [budget for budget in self.budgets if budget.node == node]
         return (own[0].epsilon, own[0].delta) if own else (self.epsilon, self.delta)
 
-    def step_epsilon(self, node: int) -> float | None:
-        """The ε each of an agent's T_i steps spends: its budget split equally by Thm 1."""
+    @property
+    def warm_start_releases(self) -> int:
+        """1 when every agent releases a warm start (its release 0) before its updates, else 0."""
+        return int(self.warm_start_epsilon is not None)
+
+    @property
+    def releases(self) -> int:
+        """Models an agent broadcasts at most (sequences 1..releases): its warm start, then its T_i updates."""
+        return self.warm_start_releases + self.updates
+
+    def release_epsilons(self, node: int, n: int) -> tuple[float, ...] | None:
+        """The ε of each of an agent's releases among n agents, in order; None in non-private CD."""
         budget = self.budget_of(node)
-        return None if budget is None else equal_split(*budget, self.updates)
+        if budget is None:
+            return None
+        return _release_epsilons(*budget, self.updates, self.budget_split, self.curvature_ratio, n,
+                                 self.warm_start_epsilon)
+
+    def step_epsilon(self, node: int, step: int, n: int) -> float | None:
+        """The ε an agent's update `step` (from 0) spends among n agents; None in non-private CD."""
+        epsilons = self.release_epsilons(node, n)
+        return None if epsilons is None else epsilons[self.warm_start_releases + step]
 
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
-        """Three times the clock's expected time for T_i updates, and a broadcast deadline per update."""
-        return self.updates * (3.0 / self.tick_rate + network.round_deadline_s)
+        """Three times the clock's expected time for T_i updates, and a broadcast deadline per release."""
+        return self.releases * (3.0 / self.tick_rate + network.round_deadline_s)
+
+
+@functools.lru_cache(maxsize=256)
+def _release_epsilons(epsilon: float, delta: float, updates: int, split: BudgetSplit, curvature_ratio: float | None,
+                      n: int, warm_start: float | None) -> tuple[float, ...]:
+    """The warm start's ε (if any), then the updates' shares of what remains (cached: every agent asks)."""
+    shape = np.ones(updates) if split == "equal" else proposition2_shape(updates, n, curvature_ratio)
+    first = () if warm_start is None else (warm_start,)
+    return first + proportional_split(epsilon, delta, shape, first)
 
 
 def check_topology(topology: Topology) -> None:
@@ -146,27 +215,69 @@ class PersonalizedCDNode:
         params = context.params
         self._problem = AgentProblem.of(params, context.topology, context.node_id, local)
         self._models = context.latest_values(MODEL)
+        logged = context.journal.resumed  # a restarted agent's own view log, read back
+        self._resumed = None if logged is None else read_progress(logged, MODEL)
+        for sender, latest in () if self._resumed is None else self._resumed.received:
+            self._models.recall(sender, latest)
         budget = params.budget_of(context.node_id)
-        self._ledger = None if budget is None else BudgetLedger(context.journal, *budget)
-        self._step_epsilon = params.step_epsilon(context.node_id)
+        if budget is None:
+            self._ledger = None
+        elif self._resumed is None:
+            self._ledger = BudgetLedger(context.journal, *budget)
+        else:
+            self._ledger = BudgetLedger.resumed(context.journal, *budget, self._resumed.spends)
         self._initial = np.zeros(params.dimension)
 
     async def run(self) -> NodeOutput:
         context, params = self._context, self._context.params
-        await context.wait_for_peers(context.neighbours(), context.network.startup_deadline_s)
+        if self._resumed is None:
+            await context.wait_for_peers(context.neighbours(), context.network.startup_deadline_s)
+            theta, updates = await self._start(), 0
+        else:  # a restarted agent: its neighbours are long up, and it goes on where its log stops
+            theta, updates = await self._go_on(self._resumed)
         clock = np.random.default_rng()  # the wake-up times are public: they need no secret randomness
-        theta, updates = self._initial, 0
         while updates < params.updates:
-            await asyncio.sleep(clock.exponential(1.0 / params.tick_rate))
+            await asyncio.sleep(clock.exponential(1.0 / (params.tick_rate * context.clock_speedup)))
             await context.step_started(updates)
             try:
                 theta = await self._update(theta, updates)
             except BudgetExhausted:
                 break
-            await context.broadcast(context.neighbours(), Message(MODEL, MessageId(sequence=updates + 1), theta),
-                                    LatestValueDelivery(), context.network.round_deadline_s)
+            await self._broadcast(theta, params.warm_start_releases + updates)
             updates += 1
         return NodeOutput(theta, updates)
+
+    async def _start(self) -> np.ndarray:
+        """Θ_i(0): the public zeros, or the private warm start, paid for before it is broadcast as release 0."""
+        context = self._context
+        epsilon = context.params.warm_start_epsilon
+        if epsilon is None:
+            return self._initial
+        local = self._problem.local_model()
+        scale, spent = context.noise.laplace_scale(self._problem.warm_start_sensitivity, epsilon)
+        await self._ledger.spend(0, spent)
+        await context.private_input(local, False)
+        theta = await context.noise.laplace(local, scale, step=0, purpose=WARM_START_PURPOSE)
+        await self._broadcast(theta, 0)
+        return theta
+
+    async def _go_on(self, progress: AgentProgress) -> tuple[np.ndarray, int]:
+        """A restarted agent's model and the updates it used up (each logged spend counts as one).
+
+        Its model is its last logged broadcast, or Θ_i(0) when it logged none; a warm start the crash
+        came before paying for is made now.
+        """
+        params = self._context.params
+        if len(progress.spends) < params.warm_start_releases:
+            return await self._start(), 0
+        model = self._initial if progress.model is None else progress.model
+        return model, max(progress.updates, len(progress.spends) - params.warm_start_releases)
+
+    async def _broadcast(self, theta: np.ndarray, release: int) -> None:
+        """Send a released model to every neighbour, one way (sequence = release index + 1)."""
+        context = self._context
+        await context.broadcast(context.neighbours(), Message(MODEL, MessageId(sequence=release + 1), theta),
+                                LatestValueDelivery(), context.network.round_deadline_s)
 
     async def _update(self, theta: np.ndarray, step: int) -> np.ndarray:
         """Update (6) at this wake-up; in the private variant the spend is logged before the noise is drawn."""
@@ -178,12 +289,14 @@ class PersonalizedCDNode:
             await context.journal.write(inputs_record(step, inputs))
             await context.private_input(gradient, clipped > 0)
         else:
-            scale, spent = context.noise.laplace_scale(self._problem.sensitivity, self._step_epsilon)
-            await self._ledger.spend(step, spent, alongside=(inputs_record(step, inputs),))
+            params = context.params
+            epsilon = params.step_epsilon(context.node_id, step, context.topology.n)
+            scale, spent = context.noise.laplace_scale(self._problem.sensitivity, epsilon)
+            await self._ledger.spend(params.warm_start_releases + step, spent, alongside=(inputs_record(step, inputs),))
             await context.private_input(gradient, clipped > 0)
             noisy = await context.noise.laplace(gradient, scale, step=step, purpose=NOISE_PURPOSE)
         neighbours = {peer: inputs[peer].value if peer in inputs else self._initial for peer in self._problem.weights}
         return self._problem.update(theta, neighbours, noisy)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, PersonalizedCDParams, PersonalizedCDNode, load=load_agent_data)
+SPEC = ProtocolSpec(PROTOCOL_NAME, PersonalizedCDParams, PersonalizedCDNode, load=load_agent_data, resumable=True)

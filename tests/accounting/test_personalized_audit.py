@@ -4,7 +4,9 @@ One private run (ε̄ = 5, δ̄ = e^-5, 5 updates per agent) and one non-private
 task and topology, through the in-process transport with seeded samplers: purely local models
 < private CD < non-private CD in mean test accuracy. The private run's audit recomputes every
 agent's spend from its logged ε_t, checks that nobody overspent, and catches an agent whose log
-releases a model it did not pay for or pays more than its budget.
+releases a model it did not pay for or pays more than its budget. A third, smaller private run
+publishes Prop. 2's schedule and a private warm start: its audit counts the warm start's release
+with the updates', each at its logged ε, and every agent's total stays within its budget.
 """
 
 from __future__ import annotations
@@ -27,25 +29,26 @@ from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.personalized_task import generate_task, task_topology, write_task
 from netdp.v1 import viewlog_pb2
 from node.budget import theorem1_epsilon
+from node.codec import from_tensor
 from node.noise import make_samplers
 from node.personalized import AgentProblem
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, save_topology
 from node.transport.inprocess import run_inprocess
-from node.viewlog import VIEW_LOG_NAME, ViewLogWriter, read_log
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, read_log
 
 N, P, UPDATES, EPSILON, DELTA = 100, 5, 5, 5.0, math.exp(-5)
 NETWORK = NetworkParams(round_deadline_s=5.0, startup_deadline_s=5.0)
 
 
-def paper_params(epsilon: float | None) -> PersonalizedCDParams:
+def paper_params(epsilon: float | None, **fields: object) -> PersonalizedCDParams:
     return PersonalizedCDParams(dimension=P, mu=1.0, lipschitz=0.3, max_examples=100, updates=UPDATES,
-                                epsilon=epsilon, delta=DELTA if epsilon else 0.0, tick_rate=20.0)
+                                epsilon=epsilon, delta=DELTA if epsilon else 0.0, tick_rate=20.0, **fields)
 
 
-def run(root: Path, task, epsilon: float | None) -> dict[int, np.ndarray]:
+def run(root: Path, task, params: PersonalizedCDParams) -> dict[int, np.ndarray]:
     """The task's agents in process (seeded samplers), their logs in root; the final models."""
-    topology = task_topology(task, paper_params(epsilon), run_id=root.name, network=NETWORK)
+    topology = task_topology(task, params, run_id=root.name, network=NETWORK)
     save_topology(topology, root / "topology.json")
     write_task(task, root / "data")
     outcomes = asyncio.run(run_inprocess(topology, task.train, root, lambda v: make_samplers("simulation", 50 + v)))
@@ -57,7 +60,7 @@ def run(root: Path, task, epsilon: float | None) -> dict[int, np.ndarray]:
 def runs(tmp_path_factory: pytest.TempPathFactory):
     task = generate_task(N, P, seed=0)
     private_root, plain_root = tmp_path_factory.mktemp("private"), tmp_path_factory.mktemp("non_private")
-    return task, private_root, run(private_root, task, EPSILON), run(plain_root, task, None)
+    return task, private_root, run(private_root, task, paper_params(EPSILON)), run(plain_root, task, paper_params(None))
 
 
 def mean_accuracy(task, models: Sequence[np.ndarray]) -> float:
@@ -147,3 +150,70 @@ def test_the_accountants_match_dp_accounting_and_the_pure_sum() -> None:
                         + (alpha - 1) / (2 * alpha - 1) * math.exp(-alpha * eps)) / (alpha - 1)
     assert laplace_rdp([eps, eps], alpha) == pytest.approx(2 * expected, rel=1e-9)
     assert math.isinf(pld_epsilon([math.inf], 1e-5)) and math.isinf(laplace_rdp([math.inf], 2.0))
+
+
+N_WARM, WARM_EPSILON, CURVATURE = 30, 0.5, 0.3
+
+
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory: pytest.TempPathFactory):
+    """30 agents with Prop. 2's schedule and a private warm start at ε_ws = 0.5, paid from ε̄ = 5."""
+    task, root = generate_task(N_WARM, P, seed=3), tmp_path_factory.mktemp("warm_start")
+    params = paper_params(EPSILON, budget_split="proposition2", curvature_ratio=CURVATURE,
+                          warm_start_epsilon=WARM_EPSILON)
+    run(root, task, params)
+    return task, root, params
+
+
+def test_the_audit_counts_the_warm_start_with_the_updates_within_every_budget(warm_run) -> None:
+    _, root, params = warm_run
+    schedule = params.release_epsilons(0, N_WARM)
+    assert len(schedule) == UPDATES + 1 and schedule[0] == WARM_EPSILON
+    assert np.all(np.diff(schedule[1:]) < 0) and theorem1_epsilon(schedule, DELTA) == pytest.approx(EPSILON)
+    report = audit_run(root, root / "audit", AuditOptions(data=root / "data", with_private_logs=True,
+                                                          attack_pairs="none"))
+    assert all(check["ok"] for check in report["checks"]), report["checks"]  # the replay of every release included
+    assert "transcript reproduces the logged payloads" in [check["name"] for check in report["checks"]]
+    for agent in report["personalized"]["agents"]:
+        logged = [record.epsilon for record in read_log(root / f"node-{agent['node']}" / VIEW_LOG_NAME).of_kind("budget")]
+        assert logged == pytest.approx(schedule, rel=1e-12) and agent["planned_epsilons"] == list(schedule)
+        assert agent["updates"] == UPDATES and agent["epsilon_sum"] == pytest.approx(sum(schedule))
+        assert agent["within_budget"] and agent["theorem1"] == pytest.approx(EPSILON, rel=1e-9)
+    pairs = read_pairs(root / "audit", ["paper_eps", "exact_eps"])
+    assert pairs["paper_eps"] == pytest.approx(np.full(N_WARM * (N_WARM - 1), theorem1_epsilon(schedule, 1e-5)))
+    assert pairs["exact_eps"] == pytest.approx(np.full(N_WARM * (N_WARM - 1), pld_epsilon(schedule, 1e-5)))
+
+
+def test_each_agent_pays_its_warm_start_then_draws_it_at_its_sensitivity_then_broadcasts_it_first(warm_run) -> None:
+    task, root, params = warm_run
+    topology = task_topology(task, params, run_id="local")
+    for v in range(N_WARM):
+        agent = AgentProblem.of(params, topology, v, task.train[v])
+        public, private = read_log(root / f"node-{v}" / VIEW_LOG_NAME).records[1:], read_log(
+            root / f"node-{v}" / PRIVATE_LOG_NAME)
+        kinds = [record.WhichOneof("kind") for record in public]
+        first_sent = kinds.index("sent")
+        assert kinds.index("budget") < first_sent and public[kinds.index("budget")].budget.step == 0
+        assert public[first_sent].sent.sequence == 1 and "step_inputs" not in kinds[:first_sent]
+        assert sorted({record.sent.sequence for record in public if record.WhichOneof("kind") == "sent"}) == list(
+            range(1, UPDATES + 2))
+        draw = private.of_kind("noise")[0]
+        assert (draw.purpose, draw.step) == ("warm_start", 0)
+        assert draw.scale * WARM_EPSILON == pytest.approx(agent.warm_start_sensitivity, rel=1e-12)
+        local = private.of_kind("private_input")[0]
+        assert from_tensor(local.value) == pytest.approx(agent.local_model(), abs=1e-12)
+        assert from_tensor(public[first_sent].sent.payload) == pytest.approx(
+            from_tensor(local.value) + from_tensor(draw.value), rel=1e-12)
+
+
+def test_a_warm_start_released_without_its_logged_spend_fails_the_budget_check(warm_run) -> None:
+    _, root, _ = warm_run
+    log = root / "node-4" / VIEW_LOG_NAME
+    original = read_log(log).records[1:]
+    try:
+        rewrite(log, lambda records: [r for r in records if not (r.WhichOneof("kind") == "budget" and r.budget.step == 0)])
+        check = budget_check(root)
+        assert not check.ok and "node 4 logged the spend of step 1 after 0 spends" in check.detail
+    finally:
+        rewrite(log, lambda records: list(original))
+    assert budget_check(root).ok

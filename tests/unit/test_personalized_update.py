@@ -57,7 +57,7 @@ def test_update_6_is_the_block_step_minus_one_over_L_i_times_the_partial_gradien
 def test_one_replaced_example_moves_the_clipped_gradient_by_at_most_2_L0_over_m_in_l1() -> None:
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(20, P)) * 3.0, rng.choice([-1.0, 1.0], 20)
-    agent = AgentProblem(LocalData(x, y), "logistic", 1.0, 0.3, 0.5, 0.05, 0.9, {})
+    agent = AgentProblem(LocalData(x, y), "logistic", 1.0, 0.3, 0.5, 0.05, 0.9, {}, 0.35)
     assert np.abs(example_gradients("logistic", np.zeros(P), x, y)).sum(axis=1).min() > 0.3  # the clip bites
     for _ in range(50):
         theta = rng.normal(size=P)

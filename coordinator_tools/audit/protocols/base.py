@@ -71,6 +71,8 @@ class ProtocolAuditor(ABC):
     # Learning protocols log a private input (the step's clipped gradient) at every noisy step and
     # token walks at every visit (stacked as rows); the averaging ones log their one input once.
     input_every_step: ClassVar[bool] = False
+    # Whether `account` and `plan` account a coalition's joint view soundly (threat_model.collusion; `collusion`).
+    joint_views: ClassVar[bool] = False
 
     def supports(self, header: viewlog_pb2.RunHeader) -> bool:
         """Whether this auditor reads logs with this header."""

@@ -46,6 +46,7 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
     """Muffliato-GD/SGD: synchronous gossip records on per-step graphs, a draw of noise every step."""
 
     name = PROTOCOL_NAME
+    joint_views = False  # sensitivity over many steps and canary audits: coalitions not established here
     input_every_step = True
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:

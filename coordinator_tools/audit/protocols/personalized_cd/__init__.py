@@ -3,7 +3,8 @@
 * `run`: each agent's releases and the ε it logged for each (or inferred), from the view logs;
 * `accountant`: every pair's columns from the source's composed releases (Thm 1, PLD, RDP);
 * `simulate`: purely local models and CD run centrally, the baselines of a run;
-* `utility`: mean test accuracy of the run, of local models and of non-private CD.
+* `utility`: mean test accuracy of the run, of local models and of non-private CD;
+* `replay_check`: with the private logs and the data, every broadcast model recomputed by update (6).
 
 The protocol's own check is the paper's promise to each agent: the ε it logged, composed by
 Thm 1 at its δ̄_i, stays within its ε̄_i, and no model left an agent without its spend logged first.
@@ -18,11 +19,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions
-from coordinator_tools.audit.checks import Check
+from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.personalized_cd.accountant import account, pld_epsilon
+from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.protocols.personalized_cd.run import (
     BroadcastRun,
     planned_run,
@@ -35,7 +37,12 @@ from coordinator_tools.audit.report import json_number
 from netdp.v1 import viewlog_pb2
 from node.budget import theorem1_epsilon, within
 from node.errors import ConfigError
-from node.protocols.personalized_cd import NOISE_PURPOSE, PROTOCOL_NAME, PersonalizedCDParams
+from node.protocols.personalized_cd import (
+    NOISE_PURPOSE,
+    PROTOCOL_NAME,
+    WARM_START_PURPOSE,
+    PersonalizedCDParams,
+)
 from node.topology import Topology
 
 if TYPE_CHECKING:
@@ -56,16 +63,28 @@ class PersonalizedCDAuditor(ProtocolAuditor):
         return record_problem(topology, node, kind, entry)
 
     def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-        steps = [draw.step for draw in draws]
-        if steps != list(range(len(draws))) or any(draw.purpose != NOISE_PURPOSE for draw in draws):
-            return f"draws for steps {steps[:5]}..., expected one '{NOISE_PURPOSE}' draw per update from 0 in order"
+        """The warm start's draw (step 0) if there is one, then gradient draws of increasing updates, all Laplace.
+
+        An update may lack its draw: an agent that crashed after paying for it (before drawing) and
+        resumed goes on with the next update (`--resume`); the replay check still wants a draw for
+        every update that broadcast.
+        """
+        warm = draws[:1] if draws and draws[0].purpose == WARM_START_PURPOSE else ()
+        gradients = draws[len(warm):]
+        steps = [draw.step for draw in gradients]
+        increasing = all(step >= 0 for step in steps[:1]) and all(a < b for a, b in zip(steps, steps[1:]))
+        if (any(draw.step != 0 for draw in warm) or not increasing
+                or any(draw.purpose != NOISE_PURPOSE for draw in gradients)):
+            return (f"draws for steps {steps[:5]}..., expected an optional '{WARM_START_PURPOSE}' draw at step 0, "
+                    f"then '{NOISE_PURPOSE}' draws of increasing updates from 0")
         if any(draw.mechanism != "laplace" for draw in draws):
-            return "a gradient noise draw is not laplace"
+            return "a noise draw is not laplace"
         return None
 
     def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-        """A gradient for every update; a noise draw for each (private), the last one possibly not yet drawn."""
-        if draws and not len(draws) <= inputs <= len(draws) + 1:
+        """An input per release (the warm start's local model, a gradient per update) before its noise draw
+        (private): an input may lack its draw (the last one not yet drawn, or one a crash cut short)."""
+        if draws and inputs < len(draws):
             return f"{inputs} gradients for {len(draws)} noise draws"
         return None
 
@@ -76,7 +95,10 @@ class PersonalizedCDAuditor(ProtocolAuditor):
         return account(run, **options)
 
     def checks(self, replay: Replay) -> list[Check]:
-        return [budget_check(replay)] if replay.topology.protocol.private else []
+        checks = [budget_check(replay)] if replay.topology.protocol.private else []
+        if replay.private is not None:
+            checks.append(trajectory_check(check_updates(replay)))
+        return checks
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
@@ -106,12 +128,13 @@ def agent_facts(run: BroadcastRun) -> dict[str, object]:
     agents = []
     for agent in range(run.n):
         spent = run.spends.get(agent, [])
-        budget = params.budget_of(agent)
-        fact: dict[str, object] = {"node": agent, "updates": len(spent), "spend_inferred": agent in run.inferred,
+        budget = run.budget_of(agent)
+        fact: dict[str, object] = {"node": agent, "updates": run.updates(agent), "spend_inferred": agent in run.inferred,
                                    "heard_by": int(run.heard[agent].sum()) if run.heard is not None else None}
         if budget is not None:
             epsilon, delta = budget
-            fact |= {"budget": {"epsilon": epsilon, "delta": delta}, "step_epsilon": params.step_epsilon(agent),
+            fact |= {"budget": {"epsilon": epsilon, "delta": delta},
+                     "planned_epsilons": list(params.release_epsilons(agent, run.n)),
                      "epsilon_sum": float(np.sum(spent)), "theorem1": theorem1_epsilon(spent, delta),
                      "pld": json_number(pld_epsilon(spent, delta)), "within_budget": within(spent, epsilon, delta)}
         agents.append(fact)
@@ -122,18 +145,17 @@ def agent_facts(run: BroadcastRun) -> dict[str, object]:
 def budget_check(replay: Replay) -> Check:
     """Every agent's logged spends compose (Thm 1 at its δ̄_i) within its ε̄_i, and every release was paid first."""
     run: BroadcastRun = replay.realized
-    params: PersonalizedCDParams = replay.topology.protocol
     unpaid = [finding for finding in replay.consistency if finding.kind in UNPAID]
     if unpaid:
         return Check(BUDGET_CHECK, False, f"{len(unpaid)} agents released models their log does not pay for; "
                                           f"first: {unpaid[0].detail}")
-    over = [agent for agent, spent in run.spends.items() if not within(spent, *params.budget_of(agent))]
+    over = [agent for agent, spent in run.spends.items() if not within(spent, *run.budget_of(agent))]
     if over:
-        epsilon, delta = params.budget_of(over[0])
+        epsilon, delta = run.budget_of(over[0])
         return Check(BUDGET_CHECK, False, f"{len(over)} agents overspent, e.g. node {over[0]}: Thm 1 gives "
                                           f"{theorem1_epsilon(run.spends[over[0]], delta):.6g} > its budget "
                                           f"{epsilon:g}")
-    largest = max((theorem1_epsilon(spent, params.budget_of(agent)[1]) / params.budget_of(agent)[0]
+    largest = max((theorem1_epsilon(spent, run.budget_of(agent)[1]) / run.budget_of(agent)[0]
                    for agent, spent in run.spends.items()), default=0.0)
     read = len(run.spends) - len(run.inferred)
     return Check(BUDGET_CHECK, True, f"{read} agents' logged spends (and {len(run.inferred)} inferred) compose within "

@@ -1,14 +1,17 @@
 """What a personalized-CD run really did, from its view logs: each agent's releases and the ε it paid for each.
 
-An agent's public log holds, per update t (from 0): a `budget` record (the ε the step spent,
-written with the step's `step_inputs` before the step's model left the node), then the `sent`
-records of its broadcast (kind `model`, sequence t + 1) to every neighbour. The rebuild keeps,
-per agent, the ε of every step in order, and notes:
+An agent's public log holds, per release r (from 0: its warm start, if published, then update t
+as release t + w, w = 1 with a warm start, else 0): a `budget` record of step r (the ε the release
+spent; an update's written with its `step_inputs`) before the model left the node, then the `sent`
+records of its broadcast (kind `model`, sequence r + 1) to every neighbour. The rebuild keeps,
+per agent, the ε of every release in order, and notes:
 * a release (a broadcast, as its own log or a receiver's names it) without its budget record:
   an error in a private run, the model left unpaid;
 * budget records out of order or twice for a step: an error (every logged spend still counts);
 * an agent without a usable log: its releases are counted from what its neighbours received,
-  each at the published per-step ε (a warning: the spend is inferred, not read).
+  each at its published ε (a warning: the spend is inferred, not read).
+An agent may have run under a lower budget than the published one (`netdp-node --budget`), which
+its run header declares (`node.agent_budget`): it is checked against that one, the stricter.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from coordinator_tools.audit.protocols.base import OnTopology
 from coordinator_tools.audit.records import Finding, NodeLog
 from coordinator_tools.audit.report import json_number
+from node.agent_budget import logged_budget
 from node.message import kind_of
 from node.protocols.personalized_cd import MODEL, PersonalizedCDParams
 from node.topology import Topology
@@ -33,9 +37,11 @@ def record_problem(topology: Topology, node: int, kind: str, entry: Any) -> str 
     if kind in ("sent", "received", "rejected"):
         if kind_of(entry) != MODEL:
             return f"a message of kind {kind_of(entry)!r}; personalized CD only broadcasts {MODEL!r}"
-        if not 1 <= entry.sequence <= params.updates:
-            return f"broadcast sequence {entry.sequence} is outside 1..{params.updates}"
-    elif kind in ("budget", "step_inputs") and entry.step >= params.updates:
+        if not 1 <= entry.sequence <= params.releases:
+            return f"broadcast sequence {entry.sequence} is outside 1..{params.releases}"
+    elif kind == "budget" and entry.step >= params.releases:
+        return f"budget step {entry.step} is beyond the {params.releases} releases of an agent"
+    elif kind == "step_inputs" and entry.step >= params.updates:
         return f"step {entry.step} is beyond the {params.updates} updates of an agent"
     if kind == "budget" and not (params.private and np.isfinite(entry.epsilon) and entry.epsilon > 0.0):
         return f"a budget record of epsilon {entry.epsilon:g}" + ("" if params.private else " in a non-private run")
@@ -51,55 +57,67 @@ class BroadcastRun(OnTopology):
     """Every agent's spends in step order (its releases), read from the logs or inferred."""
 
     topology: Topology
-    spends: dict[int, list[float]] = field(default_factory=dict)  # agent -> ε of each step it released
+    spends: dict[int, list[float]] = field(default_factory=dict)  # agent -> ε of each of its releases
     inferred: set[int] = field(default_factory=set)  # agents whose spends come from the published split
     heard: np.ndarray | None = None  # [u, v]: v logged at least one broadcast of u
+    declared: dict[int, tuple[float, float]] = field(default_factory=dict)  # agent -> budget its header declares
+
+    def budget_of(self, agent: int) -> tuple[float, float] | None:
+        """The (ε̄_i, δ̄_i) the agent is held to: the published one, or the stricter one its log declares."""
+        published = self.topology.protocol.budget_of(agent)
+        declared = self.declared.get(agent)
+        if published is None or declared is None:
+            return published
+        return min(published[0], declared[0]), min(published[1], declared[1])
 
     def releases(self, agent: int) -> int:
         return len(self.spends.get(agent, ()))
+
+    def updates(self, agent: int) -> int:
+        """The agent's releases that were updates (a published warm start is not one)."""
+        return max(0, self.releases(agent) - self.topology.protocol.warm_start_releases)
 
     def run_section(self) -> dict[str, object]:
         params: PersonalizedCDParams = self.topology.protocol
         return {
             "protocol": params.name, "run_id": self.topology.run_id, "topology_digest": self.topology.digest,
             "graph": self.topology.graph, "n": self.n, "private": params.private, "updates_planned": params.updates,
-            "updates": [self.releases(agent) for agent in range(self.n)],
+            "updates": [self.updates(agent) for agent in range(self.n)],
             "inferred_spends": sorted(self.inferred),
         }
 
     def node_summary(self, node: int) -> dict[str, object]:
-        return {"updates": self.releases(node), "epsilon_sum": json_number(sum(self.spends.get(node, ()))),
+        return {"updates": self.updates(node), "epsilon_sum": json_number(sum(self.spends.get(node, ()))),
                 "spend_inferred": node in self.inferred}
 
 
 def planned_run(topology: Topology) -> BroadcastRun:
-    """The run as published: every agent makes its T_i updates at its split ε, and every neighbour hears them."""
-    params: PersonalizedCDParams = topology.protocol
-    spends = {agent: [_published_step(params, agent)] * params.updates for agent in range(topology.n)}
+    """The run as published: every agent makes all its releases at their published ε, every neighbour hears them."""
+    spends = {agent: _published(topology, agent) for agent in range(topology.n)}
     return BroadcastRun(topology, spends, heard=_adjacency(topology))
 
 
 def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> BroadcastRun:
     """Each agent's spends from its own log, or inferred from its neighbours' when its log is unusable."""
-    params: PersonalizedCDParams = topology.protocol
     heard = np.zeros((topology.n, topology.n), dtype=bool)
     received: dict[int, int] = {}  # agent -> highest sequence of its broadcasts in any log
     for observer, log in logs.items():
         for key in log.values_in_view():
             heard[key.peer, observer] = True
             received[key.peer] = max(received.get(key.peer, 0), key.id.sequence)
-    run = BroadcastRun(topology, heard=heard)
+    run = BroadcastRun(topology, heard=heard, declared={
+        agent: budget for agent, log in logs.items() if (budget := logged_budget(log.header)) is not None})
     for agent in range(topology.n):
         log = logs.get(agent)
         if log is not None:
-            run.spends[agent] = _logged_spends(agent, log, params, max(received.get(agent, 0),
-                                                                      _own_releases(log)), findings)
+            run.spends[agent] = _logged_spends(agent, log, topology, max(received.get(agent, 0),
+                                                                        _own_releases(log)), findings)
         elif received.get(agent):
-            run.spends[agent] = [_published_step(params, agent)] * received[agent]
+            run.spends[agent] = _published(topology, agent)[:received[agent]]
             run.inferred.add(agent)
             findings.append(Finding("warning", "inferred_spend", agent,
                                     f"node {agent} has no usable log: its {received[agent]} releases seen by its "
-                                    "neighbours are counted at the published per-step epsilon"))
+                                    "neighbours are counted at their published epsilon"))
     return run
 
 
@@ -107,7 +125,7 @@ def _own_releases(log: NodeLog) -> int:
     return max((key.id.sequence for key in log.sent), default=0)
 
 
-def _logged_spends(agent: int, log: NodeLog, params: PersonalizedCDParams, releases: int,
+def _logged_spends(agent: int, log: NodeLog, topology: Topology, releases: int,
                    findings: list[Finding]) -> list[float]:
     """The ε of every spend the agent logged (all count, in or out of order); a release beyond them is unpaid."""
     spends: list[float] = []
@@ -117,19 +135,21 @@ def _logged_spends(agent: int, log: NodeLog, params: PersonalizedCDParams, relea
                                     f"node {agent} logged the spend of step {record.step} after {len(spends)} "
                                     "spends; it counts all the same"))
         spends.append(float(record.epsilon))
-    if not params.private:
+    if not topology.protocol.private:
         return [np.inf] * releases  # every release of non-private CD is unprotected
     if releases > len(spends):
         findings.append(Finding("error", "release_without_budget", agent,
                                 f"node {agent} released {releases} models but logged the spend of {len(spends)} "
-                                "steps: the others are counted at the published per-step epsilon"))
-        spends += [_published_step(params, agent)] * (releases - len(spends))
+                                "releases: the others are counted at their published epsilon"))
+        spends += _published(topology, agent)[len(spends):releases]
     return spends
 
 
-def _published_step(params: PersonalizedCDParams, agent: int) -> float:
-    step = params.step_epsilon(agent)
-    return np.inf if step is None else step
+def _published(topology: Topology, agent: int) -> list[float]:
+    """The ε of each of an agent's releases as published (unprotected in non-private CD)."""
+    params: PersonalizedCDParams = topology.protocol
+    epsilons = params.release_epsilons(agent, topology.n)
+    return [np.inf] * params.releases if epsilons is None else list(epsilons)
 
 
 def _adjacency(topology: Topology) -> np.ndarray:

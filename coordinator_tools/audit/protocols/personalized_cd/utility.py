@@ -1,13 +1,14 @@
 """What a personalized-CD run bought with its privacy: mean test accuracy against purely local and non-private CD.
 
-Every agent is scored on its own held-out set (test.npz, rows by agent) and the means are over
-the agents that logged an output (a node that died has none), for all three:
+Every agent is scored on its own held-out set (test.npz, rows by agent): its accuracy (logistic
+task) or its RMSE (least squares, the recommendation task: the paper's per-user test RMSE). The
+means are over the agents that logged an output (a node that died has none), for all three:
 * run: the agents' final models as they logged them (`private` when the run was private);
 * local: every agent's own minimiser of L_i, no communication (`simulate.local_model`);
 * non_private: CD without noise, the same T_i updates per agent, simulated from the training
   files in a seeded random wake-up order (`simulate.simulate_cd`);
 * budget_curve: private CD simulated the same way at several budgets ε̄ (the run's δ̄ and T_i),
-  REPEATS runs each: accuracy against the privacy budget (the paper's Fig. 2 style).
+  REPEATS runs each: the metric against the privacy budget (the paper's Fig. 2 style).
 """
 
 from __future__ import annotations
@@ -41,16 +42,17 @@ def utility_report(topology: Topology, outputs: Mapping[int, np.ndarray], data_d
     """The report's `utility` block."""
     params: PersonalizedCDParams = topology.protocol
     problems = agent_problems(topology, data_dir)
-    tests = load_test_sets(data_dir, params.dimension)
+    tests = load_test_sets(data_dir, params.dimension, params.task)
     scored = sorted(outputs)
     rng = np.random.default_rng(BASELINE_SEED)
 
     def mean(models: np.ndarray) -> float:  # over the agents scored (an agent without an output has zeros here)
-        return float(accuracies(models[scored], [tests[agent] for agent in scored], params.task).mean())
+        scores = accuracies(models[scored], [tests[agent] for agent in scored], params.task)
+        return float((scores if params.task == "logistic" else np.sqrt(scores)).mean())  # MSE -> RMSE per agent
 
     run = mean(np.array([outputs.get(agent, np.zeros(params.dimension)) for agent in range(topology.n)]))
     return {
-        "metric": "accuracy" if params.task == "logistic" else "mse",
+        "metric": "accuracy" if params.task == "logistic" else "rmse",
         "agents_scored": scored,
         "test_examples": int(sum(len(tests[agent].y) for agent in scored)),
         "run": run,
@@ -65,7 +67,7 @@ def utility_report(topology: Topology, outputs: Mapping[int, np.ndarray], data_d
 
 def _budget_curve(params: PersonalizedCDParams, problems: list[AgentProblem], mean: Callable[[np.ndarray], float],
                   rng: np.random.Generator) -> dict[str, object]:
-    """Mean accuracy of simulated private CD at every budget of CURVE_BUDGETS (and the run's, if private)."""
+    """The mean test metric of simulated private CD at every budget of CURVE_BUDGETS (and the run's, if private)."""
     budgets = sorted({*CURVE_BUDGETS, *([params.epsilon] if params.private else [])})
     accuracy = []
     for budget in budgets:

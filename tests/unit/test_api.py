@@ -1,0 +1,33 @@
+"""coordinator_tools.api: keyword arguments reach the generator or the protocol, and bad ones are refused early."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from coordinator_tools import api
+from node.errors import ConfigError
+
+
+def test_topology_splits_generator_and_protocol_keywords() -> None:
+    topo = api.topology("grid", rows=2, cols=3, protocol="muffliato", sigma=0.5, rounds=4, accelerated=False)
+    assert topo.n == 6 and topo.graph == "grid"
+    assert (topo.protocol.sigma, topo.protocol.rounds, topo.protocol.accelerated) == (0.5, 4, False)
+
+
+def test_topology_records_a_fresh_seed_for_a_random_graph() -> None:
+    assert api.topology("erdos_renyi", 12).graph_seed is not None
+
+
+def test_topology_refuses_a_field_its_protocol_does_not_have() -> None:
+    with pytest.raises(ValidationError):
+        api.topology("ring", 4, exchanges=3)
+    with pytest.raises(ConfigError, match="unknown protocol"):
+        api.topology("ring", 4, protocol="no-such-protocol")
+
+
+def test_a_networked_run_needs_certificates_or_insecure(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="certs_dir"):
+        api.run(api.topology("ring", 4), tmp_path / "data", tmp_path / "run", virtual=False)
