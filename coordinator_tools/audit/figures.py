@@ -50,8 +50,8 @@ def write_figures(report: Mapping[str, object], out_dir: Path, report_dir: Path)
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    wanted = [name for name in PAIR_FIGURE_COLUMNS if name in report["pairs"]["columns"]]
-    columns = read_pairs(Path(report_dir) / report["pairs"]["file"], wanted)
+    wanted = [name for name in PAIR_FIGURE_COLUMNS if name in report["pairs_file"]["columns"]]
+    columns = read_pairs(Path(report_dir) / report["pairs_file"]["file"], wanted)
     drawers = {name: partial(draw, report, columns) for name, draw in
                (("loss_vs_hops", _loss_vs_hops), ("pair_heatmap", _pair_heatmap), ("node_means", _node_means))}
     drawers.update(learning_drawers(report, columns))

@@ -62,7 +62,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         "<h2>Threat model</h2>",
         _key_value_table(report["threat_model"]),
         "<h2>Data</h2>",
-        _data_links(report["pairs"]),
+        _data_links(report["pairs_file"]),
     ]
     page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>netdp audit "
             f"{escape(str(run['run_id']))}</title><style>{STYLE}</style></head><body>\n"
@@ -173,7 +173,7 @@ def _summary_table(report: Mapping[str, object]) -> str:
         _table(("observer v", "exact", "exact (upper end)", "paper (closed form)", "local DP"), rows),
         f"<p>Baselines at the same noise: local DP {_number(report['baselines']['ldp']['rdp'])}, "
         f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
-        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {report['pairs']['rows']} pairs "
+        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {report['pairs_file']['rows']} pairs "
         "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
     ])
 

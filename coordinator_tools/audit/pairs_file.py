@@ -109,14 +109,14 @@ def wants_csv(n: int, asked: bool) -> bool:
 
 
 def pairs_path(source: Path) -> Path:
-    """The pairs file behind `source`: the file itself, a report document (its `pairs.file`), or a folder
+    """The pairs file behind `source`: the file itself, a report document (its `pairs_file.file`), or a folder
     holding report.json."""
     source = Path(source)
     if source.is_dir():
         source = source / REPORT_FILE
     if source.suffix != ".json":
         return source
-    pointer = json.loads(source.read_text(encoding="utf-8"))["pairs"]
+    pointer = json.loads(source.read_text(encoding="utf-8"))["pairs_file"]
     return source.parent / pointer["file"]
 
 

@@ -4,8 +4,10 @@
 planned transcript), so the planner (a schedule from the topology, no logs) and the auditor
 (a replayed one) write the same document. The n(n - 1) pairs go to the pairs file
 (`pairs_file`: Parquet, written from the accountants' arrays); the document keeps what a reader needs
-without it: per-observer means, distributions of every column, and the worst pairs. Figures and
-the HTML page are drawn from the document and the pairs file.
+without it: per-observer means, distributions of every column, and the worst pairs. Its `pairs`
+list holds every pair as an object (`{source, observer, exact: {rdp, eps, ...}, ldp: {...}, ...}`)
+while that stays small (n <= 256), and the pairs of largest exact loss beyond. Figures and the
+HTML page are drawn from the document and the pairs file.
 """
 
 from __future__ import annotations
@@ -39,10 +41,14 @@ from node.topology import Topology
 if TYPE_CHECKING:
     from coordinator_tools.audit.protocols.base import RealizedRun
 
-SCHEMA_VERSION = "netdp.audit.report/2"
+SCHEMA_VERSION = "netdp.audit.report/3"
 PAIRS_STEM = "pairs"
 # Pairs the summary lists by name: the largest exact losses, the largest paper undercounts.
 SHOWN_PAIRS = 20
+# Up to this n the document lists every pair as an object too (65,280 pairs at 256 nodes).
+INLINE_PAIRS_MAX_N = 256
+# The units of the pairs file's loss columns: `<column>_<unit>` becomes `{<column>: {<unit>: ...}}` in a pair object.
+PAIR_UNITS = ("rdp_upper", "eps_upper", "eps_lower", "rdp", "eps", "reconstructable", "ill_conditioned")
 QUANTILE_LEVELS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
@@ -87,7 +93,9 @@ def build_report(
         "sigma": losses.sigma,
         "sensitivity": losses.sensitivity,
         "threat_model": losses.threat_model.describe(),
-        "pairs": {
+        "pairs": listed_pairs(table, losses),
+        "pairs_listed": _listing(table),
+        "pairs_file": {
             "file": f"{pairs_stem}.{PAIRS_FORMAT}",
             "format": PAIRS_FORMAT,
             "rows": table.rows,
@@ -115,7 +123,7 @@ def write_report(report: Report, out_dir: Path, *, json_name: str = REPORT_FILE)
     out_dir; return the paths written, the document first."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    pointer = report.document["pairs"]
+    pointer = report.document["pairs_file"]
     written = [write_pairs(report.pairs, out_dir / pointer["file"])]
     if pointer["csv"] is not None:
         written.append(write_pairs_csv(report.pairs, out_dir / pointer["csv"]))
@@ -144,6 +152,54 @@ def pair_table(losses: PairwiseLosses, hops: np.ndarray, undercounts: np.ndarray
     }  # fmt: skip
     order = [*PAIR_COLUMNS[2:], *(name for name in named if name not in PAIR_COLUMNS)]
     return PairTable(losses.n, {name: named.get(name) for name in order})
+
+
+def listed_pairs(table: PairTable, losses: PairwiseLosses) -> list[dict[str, object]]:
+    """The pairs the document lists, as objects: all of them up to INLINE_PAIRS_MAX_N nodes, else the
+    SHOWN_PAIRS of largest exact ε (upper end), largest first."""
+    if table.n <= INLINE_PAIRS_MAX_N:
+        chosen = [(u, v) for u in range(table.n) for v in range(table.n) if u != v]
+    else:
+        chosen = _largest(losses.exact_eps_upper, ~np.eye(table.n, dtype=bool))
+    units = [(name, *_unit_of(name)) for name, matrix in table.columns.items() if matrix is not None]
+    return [_pair_object(table, units, u, v) for u, v in chosen]
+
+
+def _unit_of(column: str) -> tuple[str | None, str]:
+    """A pairs-file column as (the pair object's sub-object, key): `exact_rdp_upper` -> ("exact", "rdp_upper");
+    a column of no unit (`hop_distance`, `paper_undercounts`, a fact) stays a key of the pair itself."""
+    for unit in PAIR_UNITS:
+        if column.endswith("_" + unit):
+            return column.removesuffix("_" + unit), unit
+    return None, column
+
+
+def _pair_object(table: PairTable, units: Sequence[tuple[str, str | None, str]], u: int, v: int) -> dict[str, object]:
+    """One pair as the document lists it; a sub-object with no value at all (e.g. an unattacked pair's
+    `empirical`) is left out."""
+    pair: dict[str, object] = {"source": u, "observer": v}
+    groups: dict[str, dict[str, object]] = {}
+    for name, group, key in units:
+        value = table.columns[name][u, v]
+        if name in INTEGER_COLUMNS:
+            value = int(value) if np.isfinite(value) else None
+        elif name in BOOLEAN_COLUMNS:
+            value = bool(value)
+        else:
+            value = json_number(float(value))
+        if group is None:
+            pair[key] = value
+        else:
+            groups.setdefault(group, {})[key] = value
+    pair.update((group, values) for group, values in groups.items() if any(x is not None for x in values.values()))
+    return pair
+
+
+def _listing(table: PairTable) -> dict[str, object]:
+    """What `pairs` lists, so that a reader never takes a few pairs for all of them."""
+    every = table.n <= INLINE_PAIRS_MAX_N
+    return {"count": table.rows if every else min(SHOWN_PAIRS, table.rows), "of": table.rows,
+            "which": "all" if every else "largest exact_eps_upper first; every pair is in pairs_file"}
 
 
 def worst_observers(report: Mapping[str, object], limit: int) -> list[int]:

@@ -89,7 +89,7 @@ def test_plan_command_writes_the_report_schema_with_topology_defaults(tmp_path, 
     assert document["plan"] == {"rounds": 3, "accelerated": False, "t_stop": t_stop}
     assert document["threat_model"]["observer_knows_own_noise"] is False
     assert document["checks"] and all(check["ok"] for check in document["checks"])
-    assert document["pairs"]["file"] == "plan-pairs.parquet" and document["pairs"]["csv"] == "plan-pairs.csv"
+    assert document["pairs_file"]["file"] == "plan-pairs.parquet" and document["pairs_file"]["csv"] == "plan-pairs.csv"
     assert len(read_pairs(out)["source"]) == 8 * 7 and (tmp_path / "plan-pairs.csv").exists()
     assert "T_stop" in capsys.readouterr().out
 
@@ -114,9 +114,9 @@ def test_plan_exports_the_pairs_as_csv_when_asked_beyond_the_small_runs(tmp_path
     monkeypatch.setattr("coordinator_tools.audit.pairs_file.CSV_AUTO_MAX_N", 4)
     topology = topology_from_graph(generators.ring(8), rounds=3, accelerated=False, sigma=0.8)
     code, document = run_plan(tmp_path, topology)
-    assert code == 0 and document["pairs"]["csv"] is None and not (tmp_path / "plan-pairs.csv").exists()
+    assert code == 0 and document["pairs_file"]["csv"] is None and not (tmp_path / "plan-pairs.csv").exists()
     code, document = run_plan(tmp_path, topology, "--csv")
-    assert code == 0 and document["pairs"]["csv"] == "plan-pairs.csv"
+    assert code == 0 and document["pairs_file"]["csv"] == "plan-pairs.csv"
     assert len((tmp_path / "plan-pairs.csv").read_text().splitlines()) == 1 + 8 * 7
 
 

@@ -23,13 +23,14 @@ from coordinator_tools.audit.checks import (
 from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
 from coordinator_tools.audit.pairs_file import PAIR_COLUMNS, PairTable, pair_matrix, read_pairs, write_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
+from coordinator_tools.audit import report as report_module
 from coordinator_tools.audit.report import Report, build_report, write_report
 from tests.accounting.simulated_run import fake_losses, ring_topology
 
 TOPOLOGY = ring_topology(n=6)
 N = TOPOLOGY.n
-TOP_LEVEL = {"schema", "protocol", "run", "alpha", "delta", "sigma", "sensitivity", "threat_model", "pairs", "baselines",
-             "summary", "checks", "notes"}
+TOP_LEVEL = {"schema", "protocol", "run", "alpha", "delta", "sigma", "sensitivity", "threat_model", "pairs",
+             "pairs_listed", "pairs_file", "baselines", "summary", "checks", "notes"}
 
 
 def report_for(losses: PairwiseLosses, **kwargs: object) -> Report:
@@ -55,9 +56,9 @@ def test_report_has_every_schema_field(tmp_path: Path) -> None:
                         extra={"replay": {"x": 1}})
     document = report.document
     assert set(document) == TOP_LEVEL | {"replay"}
-    assert document["schema"] == "netdp.audit.report/2"
-    assert document["pairs"] == {"file": "pairs.parquet", "format": "parquet", "rows": N * (N - 1),
-                                 "row_group_rows": document["pairs"]["row_group_rows"],
+    assert document["schema"] == "netdp.audit.report/3"
+    assert document["pairs_file"] == {"file": "pairs.parquet", "format": "parquet", "rows": N * (N - 1),
+                                 "row_group_rows": document["pairs_file"]["row_group_rows"],
                                  "columns": list(PAIR_COLUMNS), "csv": "pairs.csv"}
     write_report(report, tmp_path)
     pairs = read_pairs(tmp_path)
@@ -135,13 +136,15 @@ def test_report_extra_cannot_overwrite_the_schema() -> None:
         report_for(fake_losses(TOPOLOGY), extra={"pairs": []})
 
 
-def test_report_json_has_no_per_pair_array_and_the_file_keeps_nulls_and_inf(tmp_path: Path) -> None:
+def test_the_listed_pairs_and_the_file_keep_nulls_and_inf(tmp_path: Path) -> None:
     losses = fake_losses(TOPOLOGY, attacked=((1, 0),))
     losses.paper_rdp[0, 3] = np.nan  # no value
     losses.exact_rdp_upper[0, 3] = np.inf  # no noise
     json_path, parquet_path, _ = write_report(report_for(losses), tmp_path)
     document = strict_json(json_path)
-    assert set(document["pairs"]) == {"file", "format", "rows", "row_group_rows", "columns", "csv"}
+    assert set(document["pairs_file"]) == {"file", "format", "rows", "row_group_rows", "columns", "csv"}
+    listed = next(p for p in document["pairs"] if (p["source"], p["observer"]) == (0, 3))
+    assert listed["paper"]["rdp"] is None and listed["exact"]["rdp_upper"] == "inf"
     assert parquet_path == tmp_path / "pairs.parquet"
     file = pq.read_table(parquet_path)
     assert file.column("paper_rdp").null_count == 1  # (0, 3) only: the diagonal is not a row
@@ -173,7 +176,7 @@ def test_csv_export_only_when_asked_beyond_the_small_runs(tmp_path: Path, monkey
     written = write_report(report_for(fake_losses(TOPOLOGY)), tmp_path)
     assert [path.name for path in written] == ["report.json", "pairs.parquet"]
     assert not (tmp_path / "pairs.csv").exists()  # not left over from the earlier report
-    assert strict_json(tmp_path / "report.json")["pairs"]["csv"] is None
+    assert strict_json(tmp_path / "report.json")["pairs_file"]["csv"] is None
     asked = report_for(fake_losses(TOPOLOGY), csv=True, pairs_stem="plan-pairs")
     written = write_report(asked, tmp_path, json_name="plan.json")
     assert [path.name for path in written] == ["plan.json", "plan-pairs.parquet", "plan-pairs.csv"]
@@ -218,7 +221,7 @@ def test_protocol_columns_and_facts_follow_the_common_ones(tmp_path: Path) -> No
     losses.columns["ex_ante"] = PairColumn(rdp=walk, eps=2 * walk)
     losses.facts["communicability"] = np.arange(N * N, dtype=float).reshape(N, N)
     report = report_for(losses)
-    assert report.document["pairs"]["columns"] == [*PAIR_COLUMNS, "communicability"]
+    assert report.document["pairs_file"]["columns"] == [*PAIR_COLUMNS, "communicability"]
     write_report(report, tmp_path)
     pairs = read_pairs(tmp_path, ["source", "observer", "ex_ante_eps", "communicability"])
     assert np.all(pairs["ex_ante_eps"] == 0.5)
@@ -290,3 +293,28 @@ def test_column_summary_of_huge_finite_losses_does_not_overflow() -> None:
     with np.errstate(over="raise"):
         spread = report_for(losses).document["summary"]["pair_columns"]["exact_eps_upper"]
     assert spread["mean"] == pytest.approx(1e308) and spread["max"] == 1e308
+
+
+def test_a_small_report_lists_every_pair_as_an_object_as_the_file_holds_it() -> None:
+    losses = fake_losses(TOPOLOGY, attacked=((0, 1), (2, 5)))
+    document = report_for(losses).document
+    assert document["pairs_listed"] == {"count": N * (N - 1), "of": N * (N - 1), "which": "all"}
+    pairs = {(p["source"], p["observer"]): p for p in document["pairs"]}
+    assert len(pairs) == N * (N - 1) and all(u != v for u, v in pairs)
+    pair = pairs[(0, 3)]
+    assert pair["hop_distance"] == 3 and pair["exact"]["rdp"] == losses.exact_rdp[0, 3]
+    assert pair["ldp"]["eps"] == losses.ldp_pairs("eps")[0, 3] and pair["paper"]["eps"] == losses.paper_eps[0, 3]
+    assert pair["exact"]["reconstructable"] == bool(losses.reconstructable[0, 3])
+    assert {key for key, p in pairs.items() if "empirical" in p} == {(0, 1), (2, 5)}  # only attacked pairs have one
+
+
+def test_a_large_report_lists_its_worst_pairs_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report_module, "INLINE_PAIRS_MAX_N", N - 1)
+    losses = fake_losses(TOPOLOGY)
+    document = report_for(losses).document
+    listed = document["pairs"]
+    assert document["pairs_listed"]["count"] == len(listed) == report_module.SHOWN_PAIRS < N * (N - 1)
+    assert document["pairs_listed"]["of"] == N * (N - 1) and document["pairs_listed"]["which"] != "all"
+    worst = [p["exact"]["eps_upper"] for p in listed]
+    assert worst == sorted(worst, reverse=True)
+    assert worst[0] == np.max(losses.exact_eps_upper[~np.eye(N, dtype=bool)])

@@ -69,7 +69,7 @@ def test_estimates_are_the_noisy_average_and_near_the_true_mean(finished, compos
 def test_the_run_folder_audits_cleanly(finished, compose_cluster, tmp_path):
     report = audit_cleanly(compose_cluster, tmp_path / "audit")
     n = compose_cluster.topology.n
-    assert report["pairs"]["rows"] == len(read_pairs(tmp_path / "audit")["source"]) == n * (n - 1)
+    assert report["pairs_file"]["rows"] == len(read_pairs(tmp_path / "audit")["source"]) == n * (n - 1)
     assert report["replay"]["private_logs_read"]
 
 
