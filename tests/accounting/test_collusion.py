@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 
@@ -10,10 +9,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit import plan_command
-from coordinator_tools.audit.collusion import Collusion, coalition_members, coalition_threat_model, require_joint_views
-from coordinator_tools.audit.conversion import gaussian_epsilon
+from coordinator_tools.audit.collusion import (
+    Collusion,
+    coalition_members,
+    coalition_threat_model,
+    require_joint_views,
+)
 from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols import auditor_named
@@ -22,7 +25,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import planned_trans
 from coordinator_tools.audit.report import hop_distances
 from coordinator_tools.topology import generators
 from node.errors import ConfigError
-from node.topology import save_topology
+from tests.accounting.plan_cli import run_plan
 from tests.accounting.reference import topology_from_graph
 from tests.accounting.simulated_async_run import async_topology
 from tests.accounting.simulated_run import ring_topology, simulate_run
@@ -112,14 +115,6 @@ def test_coalitions_outside_the_run_or_without_sources_are_refused():
 def test_protocols_without_a_sound_joint_view_refuse_colluders(protocol):
     with pytest.raises(ConfigError, match=f"--colluders is not supported for protocol {protocol}"):
         require_joint_views(auditor_named(protocol))
-
-
-def run_plan(tmp_path, topology, *argv):
-    save_topology(topology, tmp_path / "topology.json")
-    parser = argparse.ArgumentParser()
-    plan_command.register(parser.add_subparsers())
-    args = parser.parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(tmp_path / "plan.json"), *argv])
-    return args.handler(args), json.loads((tmp_path / "plan.json").read_text())
 
 
 def test_plan_reports_the_coalition_ex_ante(tmp_path, capsys):

@@ -14,16 +14,21 @@ from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target, calibrate_sigma, summarize
 from coordinator_tools.audit.protocols import auditor_named
-from coordinator_tools.audit.protocols.muffliato_async.accountant import account as account_schedule
-from coordinator_tools.audit.protocols.muffliato_async.simulate import simulated_schedule
 from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry
 from coordinator_tools.audit.protocols.muffliato.plan import plan
-from coordinator_tools.audit.report import SCHEMA_VERSION
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
+from coordinator_tools.audit.protocols.muffliato_async.accountant import (
+    account as account_schedule,
+)
+from coordinator_tools.audit.protocols.muffliato_async.simulate import (
+    simulated_schedule,
+)
+from coordinator_tools.audit.report import SCHEMA_VERSION
 from coordinator_tools.theory import muffliato_t_stop, worst_case_spread
 from coordinator_tools.topology import generators
 from node.errors import ConfigError
 from node.topology import save_topology
+from tests.accounting.plan_cli import run_plan
 from tests.accounting.reference import topology_from_graph
 from tests.accounting.simulated_async_run import async_topology
 
@@ -100,14 +105,6 @@ def test_plan_command_rejects_a_bad_target(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "t.json", "--out", "p.json", "--target-worst-eps", "0"])
     assert "expected a number > 0" in capsys.readouterr().err
-
-
-def run_plan(tmp_path, topology, *argv):
-    save_topology(topology, tmp_path / "topology.json")
-    parser = argparse.ArgumentParser()
-    plan_command.register(parser.add_subparsers())
-    args = parser.parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(tmp_path / "plan.json"), *argv])
-    return args.handler(args), json.loads((tmp_path / "plan.json").read_text())
 
 
 def test_plan_exports_the_pairs_as_csv_when_asked_beyond_the_small_runs(tmp_path, monkeypatch):
