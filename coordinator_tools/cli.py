@@ -26,6 +26,8 @@ COMMAND_MODULES = (
     "coordinator_tools.audit.command",
     "coordinator_tools.audit.plan_command",
     "coordinator_tools.compare.command",
+    "coordinator_tools.sweep.command",
+    "coordinator_tools.reproduce.command",
 )
 
 

@@ -361,7 +361,7 @@ def _print_summary(summary: Document, emit: Emit) -> None:
          [(_peer_or_anonymous(peer["peer"]), *(str(peer["records_by_kind"].get(kind, 0)) for kind in peer_kinds))
           for peer in summary["peers"]])
     emit("drop-outs per neighbour", ("peer", "drop-outs", "rounds"),
-         [(str(d["peer"]), str(d["count"]), _ranges(d["rounds"])) for d in summary["drop_outs"]])
+         [(str(d["peer"]), str(d["count"]), number_ranges(d["rounds"])) for d in summary["drop_outs"]])
     rows = [(f"refused {status}", str(count)) for status, count in summary["refusals_by_status"].items()]
     budget = summary["budget"]
     if budget["records"]:
@@ -373,7 +373,7 @@ def _print_summary(summary: Document, emit: Emit) -> None:
     emit("outcome", ("what", "value"), rows)
 
 
-def _ranges(numbers: Sequence[int]) -> str:
+def number_ranges(numbers: Sequence[int]) -> str:
     """1, 2, 3, 5 as '1-3, 5'."""
     spans: list[list[int]] = []
     for number in sorted(set(numbers)):

@@ -151,6 +151,7 @@ def account_model(
         central_rdp=central.rdp,
         central_eps=central.eps,
         empirical_eps_lower=empirical,
+        attack_runs=attack_runs if attack_pairs is not None else None,
         paper_corrected_rdp=None if corrected is None else corrected[0],
         paper_corrected_eps=None if corrected is None else corrected[1],
         ldp_source_rdp=ldp_sources[0],

@@ -7,8 +7,10 @@ direction is worst and one coordinate suffices). v's rows of the run's linear-Ga
 fresh Gaussian noise. The score is the likelihood ratio, linear for a Gaussian view:
 (A e_u)ᵀ (B S² Bᵀ)⁺ y; with one draw per input (A = B = K) that is (K⁺ y)_u, v's
 least-squares reconstruction of u's noisy input. The threshold and the test's direction are
-chosen on one half of the runs and counted on the other; Clopper–Pearson bounds (each side at
-97.5%, so both hold together with 95%) give ε_lower = ln((TPR_lower − δ)/FPR_upper) ≥ 0.
+chosen on one half of the runs and counted on the other; Clopper–Pearson bounds give
+ε_lower = ln((TPR_lower − δ)/FPR_upper) ≥ 0. The bounds of all the pairs attacked together hold
+together at CONFIDENCE (Bonferroni over pairs and both sides), so an audit's check that every
+empirical value stays below its exact loss does not fail by chance on a run with many pairs.
 
 This is a simulation, not a node's sampler: a seeded numpy Generator is fine here.
 """
@@ -66,6 +68,7 @@ def attack_pairs(
     by_observer: dict[int, list[int]] = defaultdict(list)
     for u, v in pairs:
         by_observer[v].append(u)
+    confidence = simultaneous_confidence(sum(map(len, by_observer.values())))
     results: dict[Pair, AttackResult] = {}
     for v, sources in tracked(by_observer.items(), "attack: observers", len(by_observer)):
         view = observer_view(model, v, threat_model)
@@ -79,7 +82,8 @@ def attack_pairs(
             columns = [column[u] for u in chunk]
             null, alternative = _replay(noise_map, reconstruct[columns], signal[:, columns], sigma, sensitivity,
                                         runs, rng)
-            results.update(((u, v), result) for u, result in zip(chunk, _distinguish(null, alternative, delta)))
+            results.update(((u, v), result) for u, result in
+                           zip(chunk, _distinguish(null, alternative, delta, confidence)))
     return results
 
 
@@ -103,10 +107,32 @@ def attack_pair(
     return results[(source, observer)]
 
 
-def clopper_pearson(successes: np.ndarray, trials: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided Clopper–Pearson interval at CONFIDENCE for a binomial proportion."""
+def simultaneous_confidence(pairs: int) -> float:
+    """Each pair's confidence so that the bounds of all `pairs` hold together at CONFIDENCE (Bonferroni).
+
+    An audit checks empirical ≤ exact on every pair: at CONFIDENCE per pair, a run with hundreds
+    of pairs would show a few pairs above their exact loss by chance alone.
+    """
+    return 1 - (1 - CONFIDENCE) / max(pairs, 1)
+
+
+def resolution_limit(runs: int, delta: float, pairs: int = 1) -> float:
+    """The largest ε_lower `runs` replays per hypothesis can certify, `pairs` attacked together.
+
+    That is the held-out half perfectly separated: no attack with this many replays can report
+    more, whatever the true loss, so a pair whose exact loss is above it is certified at most at it.
+    """
+    held_out = runs - runs // 2  # `_distinguish` counts the second half
+    bound, _, _ = _bound(np.ones((1, held_out)), np.zeros((1, held_out)), np.full((1, 1), 0.5), delta,
+                         simultaneous_confidence(pairs))
+    return max(0.0, float(bound[0, 0]))
+
+
+def clopper_pearson(successes: np.ndarray, trials: int, confidence: float = CONFIDENCE
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided Clopper–Pearson interval at `confidence` for a binomial proportion."""
     k = np.asarray(successes)
-    tail = (1 - CONFIDENCE) / 2
+    tail = (1 - confidence) / 2
     lower = np.where(k == 0, 0.0, beta.ppf(tail, np.maximum(k, 1), trials - k + 1))
     upper = np.where(k == trials, 1.0, beta.ppf(1 - tail, k + 1, np.maximum(trials - k, 1)))
     return lower, upper
@@ -153,7 +179,7 @@ def _replay(
     return null, alternative
 
 
-def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> list[AttackResult]:
+def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float, confidence: float) -> list[AttackResult]:
     """Per row (one source): pick threshold and direction on the first half of its replays, bound ε on the second.
 
     Every row is handled at once: per-row quantiles, sorts and counts, no loop over sources or replays.
@@ -165,7 +191,7 @@ def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> lis
     picks = []
     for mirrored in (False, True):
         positive, negative, thresholds = _oriented(null[:, :half], alternative[:, :half], candidates, mirrored)
-        bound, _, _ = _bound(positive, negative, thresholds, delta)
+        bound, _, _ = _bound(positive, negative, thresholds, delta, confidence)
         pick = np.argmax(bound, axis=1)
         picks.append((bound[np.arange(sources), pick], candidates[np.arange(sources), pick]))
     (forward, forward_at), (backward, backward_at) = picks
@@ -174,7 +200,7 @@ def _distinguish(null: np.ndarray, alternative: np.ndarray, delta: float) -> lis
     sign = np.where(mirrored, -1.0, 1.0)[:, None]
     positive = np.where(mirrored[:, None], -null[:, half:], alternative[:, half:])
     negative = np.where(mirrored[:, None], -alternative[:, half:], null[:, half:])
-    bound, tpr_lower, fpr_upper = _bound(positive, negative, sign * threshold[:, None], delta)
+    bound, tpr_lower, fpr_upper = _bound(positive, negative, sign * threshold[:, None], delta, confidence)
     return [
         AttackResult(eps_lower=max(0.0, float(bound[i, 0])), tpr_lower=float(tpr_lower[i, 0]),
                      fpr_upper=float(fpr_upper[i, 0]), threshold=float(threshold[i]), mirrored=bool(mirrored[i]),
@@ -210,11 +236,11 @@ def _exceeding(samples: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 
 
 def _bound(
-    positive: np.ndarray, negative: np.ndarray, thresholds: np.ndarray, delta: float
+    positive: np.ndarray, negative: np.ndarray, thresholds: np.ndarray, delta: float, confidence: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ln((TPR_lower − δ)/FPR_upper) per row and threshold (−∞ where TPR_lower ≤ δ), with the bounds."""
-    tpr_lower, _ = clopper_pearson(_exceeding(positive, thresholds), positive.shape[1])
-    _, fpr_upper = clopper_pearson(_exceeding(negative, thresholds), negative.shape[1])
+    tpr_lower, _ = clopper_pearson(_exceeding(positive, thresholds), positive.shape[1], confidence)
+    _, fpr_upper = clopper_pearson(_exceeding(negative, thresholds), negative.shape[1], confidence)
     margin = tpr_lower - delta
     bound = np.full(thresholds.shape, -np.inf)
     np.log(margin / fpr_upper, out=bound, where=margin > 0)

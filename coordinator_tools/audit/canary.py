@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import gammaln, log_expit
 
-from coordinator_tools.audit.attack import CONFIDENCE, SCORE_BUDGET, Pair, linear_view
+from coordinator_tools.audit.attack import CONFIDENCE, SCORE_BUDGET, Pair, linear_view, simultaneous_confidence
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.views import observer_view
@@ -96,15 +96,6 @@ def canary_audit(
     bounds = epsilon_lower(canaries, guesses, counted, delta, confidence)
     return {pair: CanaryResult(float(eps), int(r), int(w), canaries)
             for pair, eps, r, w in zip(order, bounds, guesses, counted)}
-
-
-def simultaneous_confidence(pairs: int) -> float:
-    """Each pair's confidence so that the bounds of all `pairs` hold together at CONFIDENCE (Bonferroni).
-
-    An audit checks empirical ≤ exact on every pair: at CONFIDENCE per pair, a run with hundreds
-    of pairs would show a few pairs above their exact loss by chance alone.
-    """
-    return 1 - (1 - CONFIDENCE) / max(pairs, 1)
 
 
 def guess_levels(canaries: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from coordinator_tools.audit import attack, canary
+from coordinator_tools.audit.averaging_utility import averaging_utility
 from coordinator_tools.audit.collusion import (
     NO_ATTACK_NOTE,
     Collusion,
@@ -29,13 +30,17 @@ from coordinator_tools.audit.collusion import (
     require_joint_views,
 )
 from coordinator_tools.audit.checks import loss_checks, replay_checks
+from coordinator_tools.audit.combinations import combinations_block
 from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.faults import fault_block, stopped_sentence
 from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.replay import Replay, replay_run
+from coordinator_tools.audit.sentences import empirical_sentence, reconstructed_sentence, utility_sentence
 from coordinator_tools.audit.report import (
+    MEAN_RULE,
     REPORT_FILE,
     build_report,
     format_number,
@@ -50,6 +55,7 @@ DEFAULT_DELTA = 1e-5
 AUTO_ATTACK_MAX_N = 32
 SHOWN_OBSERVERS = 10
 NO_NOISE = "σ = 0: no privacy"
+CHECK_MARKS = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "warning": "[yellow]⚠ warning[/]"}
 AttackPairs = Literal["auto", "all", "none"] | tuple[tuple[int, int], ...]
 
 
@@ -104,11 +110,15 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
         "options": {**asdict(options), "data": None if options.data is None else str(options.data),
                     "sensitivity_published": replay.topology.protocol.sensitivity},
         "replay": replay.to_json(),
+        "faults": fault_block(replay),
         **auditor.report_extras(replay, losses, accounting),
     }
     if collusion is not None:
         extra["collusion"] = collusion.to_json()
-    if options.data is not None:
+    if auditor.averaging:
+        extra["combinations"] = combinations_block(replay, int(losses.reconstructable.sum()))
+        extra["utility"] = averaging_utility(replay, options.data)
+    elif options.data is not None:
         extra["utility"] = auditor.utility(replay, options.data)
     report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra, csv=csv)
     write_report(report, out_dir)
@@ -182,9 +192,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "reproduces every logged payload")
     add_colluders_argument(parser)
     parser.add_argument("--data", type=Path,
-                        help="learning runs, test/experiment mode: the data folder (test.npz and the nodes' files) "
-                        "for the utility block: test metric over steps against central and local-DP baselines; "
-                        "with --with-private-logs, personalized CD's updates are recomputed from it (m_i)")
+                        help="test/experiment mode: the run's data folder, for the utility block. Learning runs "
+                        "(test.npz and the nodes' files): test metric over steps against central and local-DP "
+                        "baselines; with --with-private-logs, personalized CD's updates are recomputed from it (m_i). "
+                        "Averaging runs (the nodes' input files): MSE of the final estimates against the mean of the "
+                        "clipped inputs, beside Muffliato's bound (--with-private-logs gives the inputs too)")
     parser.set_defaults(handler=_run)
 
 
@@ -200,7 +212,7 @@ def parse_attack_pairs(text: str) -> AttackPairs:
 
 
 def print_summary(report: Mapping[str, object], page: Path, console: Console) -> None:
-    """The worst observers' mean losses, the undercount finding and the checks, in a few lines."""
+    """The worst observers' mean losses, what the run shows in a sentence each, and the checks, in a few lines."""
     summary = report["summary"]
     if report["sigma"] == 0:
         console.print(NO_NOISE)
@@ -210,23 +222,29 @@ def print_summary(report: Mapping[str, object], page: Path, console: Console) ->
         console.print(report["collusion"]["summary"]["sentence"], highlight=False)
     if summary["sampler"] and summary["sampler"]["simulation"]:
         console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
+    sentences = [reconstructed_sentence(report), (report.get("combinations") or {}).get("sentence"),
+                 empirical_sentence(report), utility_sentence(report),
+                 *(stopped_sentence(node) for node in (report.get("faults") or {}).get("stopped", []))]
+    for sentence in filter(None, sentences):
+        console.print(escape(sentence), highlight=False)
     for check in report["checks"]:
-        mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
-        console.print(f"{mark} {escape(check['name'])}: {escape(check['detail'])}", highlight=False)
+        console.print(f"{CHECK_MARKS[check['level']]} {escape(check['name'])}: {escape(check['detail'])}",
+                      highlight=False)
     console.print(f"report: {page}")
 
 
 def _observer_table(report: Mapping[str, object]) -> Table:
-    means = report["summary"]["mean_rdp_per_observer"]
+    rdp, eps = (report["summary"][f"mean_{unit}_per_observer"] for unit in ("rdp", "eps"))
     shown = worst_observers(report, SHOWN_OBSERVERS)
-    table = Table(title=f"Mean Renyi loss per observer, alpha = {report['alpha']:g} "
-                  f"(worst {len(shown)} of {len(means['exact'])})")
-    for column in ("observer", "exact", "paper (closed form)", "local DP", "exact / LDP"):
+    table = Table(title=f"Mean loss per observer v {MEAN_RULE}: RDP at alpha = {report['alpha']:g}, "
+                  f"ε at delta = {report['delta']:g} (worst {len(shown)} of {len(rdp['exact'])})")
+    for column in ("v", "exact RDP", "ε", "paper RDP", "ε", "LDP RDP", "ε", "exact/LDP"):
         table.add_column(column, justify="right")
     for v in shown:
-        exact, paper, ldp = means["exact_upper"][v], means["paper"][v], means["ldp"][v]
+        exact, ldp = rdp["exact_upper"][v], rdp["ldp"][v]
         ratio = exact / ldp if isinstance(exact, float) and isinstance(ldp, float) and ldp > 0 else None
-        table.add_row(str(v), *(format_number(x) for x in (exact, paper, ldp, ratio)))
+        values = (exact, eps["exact_upper"][v], rdp["paper"][v], eps["paper"][v], ldp, eps["ldp"][v], ratio)
+        table.add_row(str(v), *(format_number(x) for x in values))
     return table
 
 

@@ -2,13 +2,17 @@
 
 * loss vs hop distance: mean with min-max bars per distance, paper vs exact (vs empirical)
   against the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a);
-* the pair heatmap of the exact loss, source u by observer v;
-* each observer's mean loss (1/n) sum_u against the LDP and central baselines;
+* the pair heatmap of the exact loss, source u by observer v, its colour bar labelled at every range
+  (`colorbar_ticks`), the diagonal, infinite and zero losses drawn as categories of their own;
+* each observer's mean loss (1/n) sum_{u != v} against the LDP and central baselines;
+* each observer's loss against hop distance, one thin line per observer and their mean: on a graph
+  where every node looks alike the mean bars above are all equal, this still shows the decay;
 * a learning run's utility and schedule comparison, when the report has them (`learning_figures`).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -19,15 +23,19 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.colors import ListedColormap, LogNorm  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from coordinator_tools.audit.learning_figures import LEARNING_FIGURES, learning_drawers  # noqa: E402
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs  # noqa: E402
+from coordinator_tools.audit.report import MEAN_RULE  # noqa: E402
 
 FIGURES = {
     "loss_vs_hops": "loss_vs_hops.png",
     "pair_heatmap": "pair_heatmap.png",
     "node_means": "node_means.png",
+    "loss_by_observer": "loss_by_observer.png",
 }
 DPI = 120
 # Series drawn per hop distance: (column, label, colour); offsets keep error bars apart.
@@ -38,6 +46,13 @@ EPS_SERIES = (
     ("empirical_eps_lower", "empirical (attack, lower bound)", "tab:green"),
 )
 OFFSET = 0.08
+# Cells of the heatmap that are no value on the colour scale: (label, colour), in this order of categories.
+HEATMAP_CATEGORIES = (("own (u = v): not a pair", "#d9d9d9"), ("inf: the view pins u's input down", "#b00020"),
+                      ("0: the view does not depend on u", "white"), ("no value", "#f3e5f5"))
+# Colour-bar ticks: at most this many, at 1, 2 and 5 times powers of ten while they fit.
+MAX_TICKS = 8
+# Observers drawn one line each in loss_by_observer; beyond, an evenly spaced subset.
+MAX_OBSERVER_LINES = 64
 # The pairs file's columns the figures read (those a report's file has).
 PAIR_FIGURE_COLUMNS = ("source", "observer", "hop_distance", "paper_rdp", "paper_eps", "exact_rdp_upper",
                        "exact_eps_upper", "empirical_eps_lower", "ex_ante_rdp", "communicability")
@@ -53,7 +68,8 @@ def write_figures(report: Mapping[str, object], out_dir: Path, report_dir: Path)
     wanted = [name for name in PAIR_FIGURE_COLUMNS if name in report["pairs_file"]["columns"]]
     columns = read_pairs(Path(report_dir) / report["pairs_file"]["file"], wanted)
     drawers = {name: partial(draw, report, columns) for name, draw in
-               (("loss_vs_hops", _loss_vs_hops), ("pair_heatmap", _pair_heatmap), ("node_means", _node_means))}
+               (("loss_vs_hops", _loss_vs_hops), ("pair_heatmap", _pair_heatmap), ("node_means", _node_means),
+                ("loss_by_observer", _loss_by_observer))}
     drawers.update(learning_drawers(report, columns))
     paths = {}
     for name, draw in drawers.items():
@@ -84,7 +100,7 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
     for axis, series, unit, ylabel in panels:
         drawn = [item for item in series if np.isfinite(columns[item[0]]).any()]
         for index, (column, label, colour) in enumerate(drawn):
-            _draw_by_distance(axis, hops, distances, columns[column], label, colour,
+            draw_by_distance(axis, hops, distances, columns[column], label, colour,
                               OFFSET * (index - (len(drawn) - 1) / 2))
         baselines = _baselines(report, unit)
         _baseline_line(axis, baselines["ldp"], color="tab:red", linestyle="--", label="local DP (same noise)")
@@ -100,7 +116,7 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
     return figure
 
 
-def _draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, values: np.ndarray, label: str,
+def draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, values: np.ndarray, label: str,
                       colour: str, offset: float) -> None:
     """Mean per distance with a bar from the smallest to the largest pair at that distance."""
     stats = []
@@ -128,20 +144,114 @@ def _log_scale(axis: plt.Axes, *values: object) -> None:
         axis.set_yscale("log")
 
 
+def colorbar_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log colour bar from low to high (both > 0): 1, 2, 5 x 10^k where they fit (only the decades on
+    a wide range, 1 and 3 x 10^k in between), else a few evenly spaced values (log scale) rounded to two digits;
+    always at least two."""
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    inside = (low * (1 - 1e-9), high * (1 + 1e-9))
+    for mantissas in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**k for k in decades for m in mantissas if inside[0] <= m * 10.0**k <= inside[1]]
+        if 3 <= len(ticks) <= MAX_TICKS:
+            return ticks
+        if len(ticks) > MAX_TICKS and mantissas == (1,):
+            step = int(np.ceil(len(ticks) / MAX_TICKS))
+            return ticks[::step]
+    return sorted({float(f"{x:.2g}") for x in np.geomspace(low, high, 4)})
+
+
+def tick_label(value: float) -> str:
+    """A colour-bar label people read at any size: 0.002, 0.5, 20, 300, and 2e-6 or 3e5 beyond."""
+    if 1e-4 <= value < 1e5:
+        return f"{float(f'{value:.2g}'):f}".rstrip("0").rstrip(".")
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def _pair_heatmap(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
     n = int(report["run"]["n"])
     matrix = pair_matrix(columns, "exact_rdp_upper", n)
-    positive = matrix[np.isfinite(matrix) & (matrix > 0)]
-    figure, axis = plt.subplots(figsize=(6.5, 5.5))
-    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
-    image = axis.imshow(np.where(matrix > 0, matrix, np.nan), norm=norm, cmap="viridis", interpolation="nearest")
-    figure.colorbar(image, ax=axis, label=f"exact Renyi DP at alpha = {report['alpha']:g}")
+    own = np.eye(n, dtype=bool)
+    finite = np.isfinite(matrix) & (matrix > 0)
+    categories = np.select([own, np.isposinf(matrix), matrix == 0, np.isnan(matrix)], [0, 1, 2, 3], np.nan)
+    figure, axis = plt.subplots(figsize=(6.5, 6.0))
+    if finite.any():
+        low, high = float(matrix[finite].min()), float(matrix[finite].max())
+        if low == high:  # every pair alike: a scale around the one value
+            low, high = low / 1.5, high * 1.5
+        image = axis.imshow(np.where(finite, matrix, np.nan), norm=LogNorm(vmin=low, vmax=high), cmap="viridis",
+                            interpolation="nearest")
+        bar = figure.colorbar(image, ax=axis, label=f"exact Renyi DP at alpha = {report['alpha']:g} (log scale)")
+        ticks = colorbar_ticks(low, high)
+        bar.set_ticks(ticks, labels=[tick_label(t) for t in ticks])
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    palette = ListedColormap([colour for _, colour in HEATMAP_CATEGORIES])
+    axis.imshow(categories, cmap=palette, vmin=-0.5, vmax=len(HEATMAP_CATEGORIES) - 0.5, interpolation="nearest")
+    present = [int(c) for c in np.unique(categories[np.isfinite(categories)])]
+    axis.legend(handles=[Patch(facecolor=HEATMAP_CATEGORIES[c][1], edgecolor="#999", label=HEATMAP_CATEGORIES[c][0])
+                         for c in present], loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8,
+                frameon=False)
     if n <= 24:
         axis.set_xticks(range(n))
         axis.set_yticks(range(n))
+        for v in range(n):
+            axis.text(v, v, "own", ha="center", va="center", fontsize=6, color="#555")
     axis.set_xlabel("observer v")
     axis.set_ylabel("source u")
     axis.set_title("Exact loss of every pair u -> v")
+    return figure
+
+
+def observer_curves(n: int, columns: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(hop distances, curves[v, j]): observer v's mean exact ε (upper end) over the sources at distance j,
+    NaN where it has no source there with a finite loss."""
+    loss = pair_matrix(columns, "exact_eps_upper", n)
+    hops = pair_matrix(columns, "hop_distance", n)
+    distances = np.unique(hops[np.isfinite(hops)])
+    usable = np.isfinite(loss)
+    curves = np.full((n, distances.size), np.nan)
+    for j, distance in enumerate(distances):
+        at = (hops == distance) & usable
+        counts = at.sum(axis=0)
+        sums = np.where(at, loss, 0.0).sum(axis=0)
+        curves[:, j] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return distances, curves
+
+
+def _loss_by_observer(report: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> plt.Figure:
+    """Per observer, its mean exact ε over the sources at each hop distance: one thin line each, and their mean."""
+    n = int(report["run"]["n"])
+    distances, curves = observer_curves(n, columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a distance no observer has a finite loss at
+        mean = np.nanmean(curves, axis=0)
+    ldp = _baselines(report, "eps")["ldp"]
+    positive = np.append(curves[np.isfinite(curves) & (curves > 0)], ldp if np.isfinite(ldp) and ldp > 0 else [])
+    logarithmic = positive.size > 0 and positive.max() > 10 * positive.min()  # a log scale only across a decade
+    zero_at = distances[mean == 0]
+    if logarithmic:  # a zero loss has no place on a log scale: named in the title instead
+        curves, mean = np.where(curves > 0, curves, np.nan), np.where(mean > 0, mean, np.nan)
+    figure, axis = plt.subplots(figsize=(7.5, 4.5))
+    drawn = np.unique(np.linspace(0, n - 1, min(n, MAX_OBSERVER_LINES)).round().astype(int))
+    for v in drawn:
+        axis.plot(distances, curves[v], color="tab:blue", alpha=0.35, linewidth=0.8,
+                  label="one observer (mean over sources at that distance)" if v == drawn[0] else None)
+    axis.plot(distances, mean, color="black", linewidth=2.2, marker="o", label="mean over observers")
+    _baseline_line(axis, ldp, color="tab:red", linestyle="--", label="local DP (same noise)")
+    if logarithmic:
+        axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tick_label(value)))
+    if np.isfinite(curves).any():
+        axis.legend(fontsize=8)
+    else:
+        axis.text(0.5, 0.5, "no finite loss to draw", transform=axis.transAxes, ha="center")
+    axis.set_xticks(distances)
+    axis.set_xlabel("hop distance from the source u to the observer v")
+    axis.set_ylabel(f"exact epsilon at delta = {report['delta']:g}")
+    shown = "every observer" if drawn.size == n else f"{drawn.size} of {n} observers"
+    zeros = f"; loss 0 at distance {', '.join(f'{d:g}' for d in zero_at)}" if logarithmic and zero_at.size else ""
+    axis.set_title(f"What each observer learns by distance to the source ({shown}{zeros})")
+    axis.grid(True, which="major", alpha=0.3)
     return figure
 
 
@@ -161,7 +271,7 @@ def _node_means(report: Mapping[str, object], columns: Mapping[str, np.ndarray])
     _baseline_line(axis, baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
     _log_scale(axis, exact, paper, ldp, [baselines["central"]])
     axis.set_xlabel("observer v")
-    axis.set_ylabel(f"mean Renyi DP (1/n) sum_u, alpha = {report['alpha']:g}")
+    axis.set_ylabel(f"mean Renyi DP at alpha = {report['alpha']:g}\n{MEAN_RULE}")
     axis.set_title("What each node learns on average about the others")
     axis.legend(fontsize=8)
     axis.grid(True, axis="y", alpha=0.3)

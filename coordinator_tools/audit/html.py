@@ -10,8 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.learning_figures import side_label
-from coordinator_tools.audit.report import REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.sentences import empirical_sentence, reconstructed_sentence, utility_sentence
 
 PAGE_FILE = "index.html"
 SHOWN_OBSERVERS = 20
@@ -22,13 +24,20 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 th { background: #f3f3f3; }
 .ok { color: #176b1c; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
+.warning { color: #8a5300; font-weight: bold; } tr.warning td { background: #fff4d6; }
 .banner { background: #fff4d6; border: 1px solid #e0b84a; padding: 0.6em 1em; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 """
 FIGURE_CAPTIONS = {
-    "loss_vs_hops": "Loss against hop distance: mean with min-max bars over pairs, against the baselines.",
-    "pair_heatmap": "Exact loss of every pair (source u by observer v).",
-    "node_means": "Each observer's mean loss (1/n) sum over u, against the baselines.",
+    "loss_vs_hops": "Loss against hop distance: the mean over the pairs u ≠ v at that distance (divided by their "
+                    "count) with min-max bars, against the baselines.",
+    "pair_heatmap": "Exact loss of every pair (source u by observer v); the diagonal is the node itself (own), "
+                    "not a pair.",
+    "node_means": f"Each observer's mean loss {MEAN_RULE}, against the baselines.",
+    "loss_by_observer": "Each observer's loss against its hop distance to the source (thin line per observer: "
+                        "the mean over the sources at that distance; thick: the mean over observers). On a graph "
+                        "where every node looks alike (a hypercube, a ring) the lines coincide, and the decay with "
+                        "distance is what tells observers' views apart.",
     "utility": "Test metric over steps: netdp against a trusted aggregator with the same noise (central) and "
                "local DP (like Muffliato Fig. 1c).",
     "schedule_spread": "Pairwise exact epsilon of the run's schedule (realized) against the other schedule, "
@@ -54,6 +63,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         _replay_section(report),
         "<h2>Summary</h2>",
         _summary_table(report),
+        _faults_section(report),
         _collusion_section(report),
         _learning_section(report),
         _personalized_section(report),
@@ -133,12 +143,23 @@ def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
 
 
 def _checks_table(checks: Sequence[Mapping[str, object]]) -> str:
-    rows = [
-        (f'<span class="{"ok" if check["ok"] else "fail"}">{"pass" if check["ok"] else "FAIL"}</span>',
-         escape(str(check["name"])), escape(str(check["detail"])))
-        for check in checks
-    ]
-    return _table(("", "check", "detail"), rows) if rows else "<p>No checks were run.</p>"
+    """One row per check: pass (green), FAIL (red) or ⚠ warning (amber: it holds, but read the detail)."""
+    marks = {"pass": ("ok", "pass"), "fail": ("fail", "FAIL"), "warning": ("warning", "⚠ warning")}
+    rows = []
+    for check in checks:
+        css, mark = marks[_level(check)]
+        rows.append((f'<span class="{css}">{mark}</span>', escape(str(check["name"])), escape(str(check["detail"]))))
+    if not rows:
+        return "<p>No checks were run.</p>"
+    head = "<tr>" + "".join(f"<th>{column}</th>" for column in ("", "check", "detail")) + "</tr>"
+    body = "".join(f'<tr class="{marks[_level(check)][0]}">' + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+                   for check, row in zip(checks, rows))
+    return f"<table>{head}{body}</table>"
+
+
+def _level(check: Mapping[str, object]) -> str:
+    """A check's level; a report written before levels existed has only `ok`."""
+    return str(check.get("level") or ("pass" if check["ok"] else "fail"))
 
 
 def _replay_section(report: Mapping[str, object]) -> str:
@@ -157,25 +178,62 @@ def _replay_section(report: Mapping[str, object]) -> str:
 
 
 def _summary_table(report: Mapping[str, object]) -> str:
-    """Worst observers first: mean loss per observer in each column, then the baselines."""
+    """Worst observers first: mean loss per observer in each column, RDP and ε side by side, then the baselines and
+    what the run shows in a sentence each."""
     summary = report["summary"]
-    means = summary["mean_rdp_per_observer"]
+    rdp, eps = summary["mean_rdp_per_observer"], summary.get("mean_eps_per_observer")
     shown = worst_observers(report, SHOWN_OBSERVERS)
-    rows = [
-        (str(v), *(_number(means[column][v]) for column in ("exact", "exact_upper", "paper", "ldp")))
-        for v in shown
-    ]
-    hidden = len(means["exact"]) - len(shown)
-    undercounts = summary["paper_undercounts"]
+    columns = ("exact", "exact_upper", "paper", "ldp")
+    rows = [(str(v), *(cell for column in columns for cell in (_number(rdp[column][v]),
+                                                               _number(eps[column][v]) if eps else "-")))
+            for v in shown]
+    hidden = len(rdp["exact"]) - len(shown)
+    baselines = report["baselines"]
+    headers = ("observer v", *(f"{name} {unit}" for name in ("exact", "exact (upper end)", "paper (closed form)",
+                                                             "local DP") for unit in ("RDP", "ε")))
+    sentences = [reconstructed_sentence(report), (report.get("combinations") or {}).get("sentence"),
+                 empirical_sentence(report), utility_sentence(report)]
     return "\n".join([
-        f"<p>Mean Renyi loss (1/n) sum over sources u, at alpha = {report['alpha']:g}; "
-        f"worst {len(rows)} observers shown{f', {hidden} more in {REPORT_FILE}' if hidden else ''}.</p>",
-        _table(("observer v", "exact", "exact (upper end)", "paper (closed form)", "local DP"), rows),
-        f"<p>Baselines at the same noise: local DP {_number(report['baselines']['ldp']['rdp'])}, "
-        f"central DP {_number(report['baselines']['central']['rdp'])} (Renyi).</p>",
-        f"<p><b>Paper bound undercounts</b> on {undercounts['count']} of {report['pairs_file']['rows']} pairs "
-        "(the Theorem 1 sum is below the exact loss of the whole view).</p>",
+        f"<p>Mean loss of each observer {escape(MEAN_RULE)}: Rényi (RDP) at alpha = {report['alpha']:g} and ε at "
+        f"delta = {report['delta']:g} (the mean of each pair's ε); worst {len(rows)} observers shown"
+        f"{f', {hidden} more in {REPORT_FILE}' if hidden else ''}.</p>",
+        _table(headers, rows),
+        f"<p>Baselines at the same noise: local DP {_number(baselines['ldp']['rdp'])} RDP, ε "
+        f"{_number(baselines['ldp']['eps'])}; central DP {_number(baselines['central']['rdp'])} RDP, ε "
+        f"{_number(baselines['central']['eps'])}.</p>",
+        _undercount_paragraph(report),
+        *(f"<p>{escape(sentence)}</p>" for sentence in sentences if sentence),
     ])
+
+
+def _undercount_paragraph(report: Mapping[str, object]) -> str:
+    """The paper bound's undercount: a warning in amber when some pair's exact loss exceeds it."""
+    undercounts = report["summary"]["paper_undercounts"]
+    count, rows = undercounts["count"], report["pairs_file"]["rows"]
+    if not count:
+        return f"<p>The paper's closed-form bound is at least the exact loss on all {rows} pairs.</p>"
+    worst = format_number(undercounts["pairs"][0]["exact_over_paper"])
+    text = (f"the paper's closed-form bound undercounts {count} of {rows} pairs (by up to {worst}×): it is not an "
+            "upper bound here (the exact loss of the whole view is above it).")
+    return f'<p class="banner"><span class="warning">⚠ Warning:</span> {escape(text)}</p>'
+
+
+def _faults_section(report: Mapping[str, object]) -> str:
+    """Nodes that stopped early and the drop-outs each node logged per neighbour (audits with faults only)."""
+    faults = report.get("faults")
+    if not faults:
+        return ""
+    parts = ["<h2>Faults</h2>"]
+    if faults["stopped"]:
+        parts.append("<ul>" + "".join(f"<li>{escape(stopped_sentence(node))}</li>" for node in faults["stopped"])
+                     + "</ul>")
+    else:
+        parts.append("<p>Every node logged its final output.</p>")
+    if faults["drop_outs"]:
+        rows = [(str(d["node"]), str(d["peer"]), str(d["count"]), escape(d["rounds"])) for d in faults["drop_outs"]]
+        parts += ["<p>Drop-outs: values a neighbour did not deliver before the round's deadline, as each node "
+                  "logged them.</p>", _table(("node (logged by)", "neighbour", "drop-outs", "rounds"), rows)]
+    return "\n".join(parts)
 
 
 def _collusion_section(report: Mapping[str, object]) -> str:
@@ -209,8 +267,8 @@ def _learning_section(report: Mapping[str, object]) -> str:
         sides = (comparison["realized"], comparison["planned"])
         rows = [(escape(side_label(side)), *(_number(side["eps"][key]) for key in ("mean", "std", "min", "max")))
                 for side in sides]
-        parts += [f"<p>Spread of the pairwise loss ({escape(comparison['eps'])}): the run as it happened "
-                  "(realized) against the other schedule, planned.</p>",
+        parts += [f"<p>Spread of the pairwise loss ({escape(comparison['eps'])}) over the n(n − 1) ordered pairs "
+                  "u ≠ v: the run as it happened (realized) against the other schedule, planned.</p>",
                   _table(("schedule", "mean", "std", "min", "max"), rows)]
     return "\n".join(["<h2>Learning</h2>", *parts]) if parts else ""
 

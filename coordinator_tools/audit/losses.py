@@ -66,6 +66,8 @@ class PairwiseLosses:
     central_eps: float
     # Distinguishing attack, only for the pairs it ran on: NaN elsewhere.
     empirical_eps_lower: np.ndarray | None = None
+    # Replays per hypothesis of that attack (None: no replay attack, e.g. a canary audit's column).
+    attack_runs: int | None = None
     # A protocol's corrected closed form, where it has one (Muffliato-GD: later steps counted).
     paper_corrected_rdp: np.ndarray | None = None
     paper_corrected_eps: np.ndarray | None = None

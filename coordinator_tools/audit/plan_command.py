@@ -26,7 +26,17 @@ from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.plan import Plan, PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.report import build_report, hop_distances, write_report
-from node.topology import load_topology
+from node.topology import Topology, load_topology
+
+
+def calibrated_sigma(topology: Topology, target_mean_eps: float, delta: float) -> float:
+    """The σ `netdp plan --target-mean-eps` finds: the smallest whose mean exact ε at δ is at most the target.
+
+    The mean is Muffliato's rule, max over observers v of (1/n) Σ_{u≠v} ε_{u→v}.
+    """
+    plan = auditor_named(topology.protocol.name).plan(
+        topology, PlanOptions(delta=delta, target=Target(target_mean_eps, "mean")))
+    return float(plan.details["calibration"]["sigma"]["exact"])
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,8 +122,8 @@ def _run(args: argparse.Namespace) -> int:
     if collusion is not None:
         print(collusion.sentence())
     for check in checks:
-        if not check.ok:
-            print(f"check failed: {check.name}: {check.detail}")
+        if check.level != "pass":
+            print(f"{'check failed' if not check.ok else '⚠ warning'}: {check.name}: {check.detail}")
     print(f"wrote {', '.join(map(str, written))}")
     return 0 if all(check.ok for check in checks) else 1
 
@@ -135,7 +145,7 @@ def _summary(result: Plan) -> str:
     else:
         eps = losses.exact_eps_upper
         lines.append(f"exact eps at delta {losses.delta:g}: worst pair {summarize(eps, 'worst'):.4g}, "
-                     f"mean rule {summarize(eps, 'mean'):.4g}; "
+                     f"worst observer's mean (over u ≠ v, divided by n) {summarize(eps, 'mean'):.4g}; "
                      f"LDP {losses.ldp_eps:.4g}, central {losses.central_eps:.4g}")
     calibration = details.get("calibration")
     if isinstance(calibration, dict):

@@ -102,6 +102,7 @@ class NodeLog:
     refused: dict[MessageKey, viewlog_pb2.Rejected] = field(default_factory=dict)
     rejected: int = 0
     final_output: viewlog_pb2.FinalOutput | None = None
+    logged_span: tuple[float, float] = (0.0, 0.0)  # when its first and last readable records were written (unix s)
 
     @property
     def sampler_kind(self) -> str:

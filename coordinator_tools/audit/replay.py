@@ -190,7 +190,8 @@ def _index_log(
     node: int, contents: LogContents, topology: Topology, auditor: ProtocolAuditor, problems: list[Finding]
 ) -> NodeLog:
     """Index one log's records by MessageKey; records the topology or the protocol rule out become findings."""
-    log = NodeLog(node, contents.header, intact=contents.damage is None)
+    log = NodeLog(node, contents.header, intact=contents.damage is None,
+                  logged_span=(contents.records[0].logged_unix, contents.records[-1].logged_unix))
     neighbours = set(topology.neighbours[node])
     anonymous = auditor.sender_anonymous(topology)
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
-from coordinator_tools.audit.checks import Check, paper_undercounts
+from coordinator_tools.audit.attack import CONFIDENCE, resolution_limit
+from coordinator_tools.audit.checks import Check, paper_undercounts, undercount_ratio
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.pairs_file import (
     BOOLEAN_COLUMNS,
@@ -41,7 +42,7 @@ from node.topology import Topology
 if TYPE_CHECKING:
     from coordinator_tools.audit.protocols.base import RealizedRun
 
-SCHEMA_VERSION = "netdp.audit.report/3"
+SCHEMA_VERSION = "netdp.audit.report/4"
 PAIRS_STEM = "pairs"
 # Pairs the summary lists by name: the largest exact losses, the largest paper undercounts.
 SHOWN_PAIRS = 20
@@ -54,6 +55,8 @@ SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
     "not a deployment (no protection against floating-point attacks)"
 )
+# How every per-observer mean of the report is taken (observer_means): said wherever one is shown.
+MEAN_RULE = "over sources u ≠ v, divided by n (Muffliato Eq. 7)"
 JsonNumber = float | str | None
 
 
@@ -210,9 +213,12 @@ def worst_observers(report: Mapping[str, object], limit: int) -> list[int]:
 
 
 def observer_means(matrix: np.ndarray) -> np.ndarray:
-    """Mean loss of each observer v, (1/n) sum_{u != v} matrix[u, v] (Muffliato Eq. 7's normalisation)."""
+    """Mean loss of each observer v, (1/n) sum_{u != v} matrix[u, v] (Muffliato Eq. 7's normalisation: the sum
+    over the n - 1 sources, divided by n), scaled so that huge finite losses do not overflow the sum."""
     n = matrix.shape[0]
-    return np.where(np.eye(n, dtype=bool), 0.0, matrix).sum(axis=0) / n
+    values = np.where(np.eye(n, dtype=bool), 0.0, matrix)
+    scale = float(np.abs(values[np.isfinite(values)]).max(initial=0.0)) or 1.0
+    return (values / scale).sum(axis=0) / n * scale
 
 
 def hop_distances(topology: Topology) -> np.ndarray:
@@ -229,22 +235,15 @@ def hop_distances(topology: Topology) -> np.ndarray:
 
 def _summary(losses: PairwiseLosses, table: PairTable, undercounts: np.ndarray,
              sampler_kinds: Mapping[int, str] | None) -> dict[str, object]:
-    columns = {
-        "paper": losses.paper_rdp,
-        "exact": losses.exact_rdp,
-        "exact_upper": losses.exact_rdp_upper,
-        "ldp": losses.ldp_pairs("rdp"),
-        **{name: column.rdp for name, column in losses.columns.items()},
-    }
-    means = {name: observer_means(matrix) for name, matrix in columns.items()}
-    eps_only = np.isnan(losses.paper_rdp)  # a closed form stated in (eps, delta) only: compared in eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(eps_only, losses.exact_eps / losses.paper_eps, losses.exact_rdp / losses.paper_rdp)
+    means = {unit: {name: observer_means(matrix) for name, matrix in _mean_columns(losses, unit).items()}
+             for unit in ("rdp", "eps")}
+    ratio = undercount_ratio(losses)
     off_diagonal = ~np.eye(losses.n, dtype=bool)
     return {
         "exact_method": losses.exact_method,
-        "mean_rdp_per_observer": {name: [json_number(x) for x in values] for name, values in means.items()},
-        "max_mean_rdp": {name: _max_mean(values) for name, values in means.items()},
+        "mean_rdp_per_observer": {name: [json_number(x) for x in values] for name, values in means["rdp"].items()},
+        "mean_eps_per_observer": {name: [json_number(x) for x in values] for name, values in means["eps"].items()},
+        "max_mean_rdp": {name: _max_mean(values) for name, values in means["rdp"].items()},
         "quantile_levels": list(QUANTILE_LEVELS),
         "pair_columns": _distributions(table),
         "top_pairs": [
@@ -263,8 +262,29 @@ def _summary(losses: PairwiseLosses, table: PairTable, undercounts: np.ndarray,
         "reconstructable_pairs": int(np.count_nonzero(losses.reconstructable)),
         "ill_conditioned_pairs": int(np.count_nonzero(losses.ill_conditioned)),
         "attacked_pairs": _attacked_pairs(losses),
+        "empirical_limit": _empirical_limit(losses),
         "sampler": _sampler_summary(sampler_kinds),
     }
+
+
+def _mean_columns(losses: PairwiseLosses, unit: str) -> dict[str, np.ndarray]:
+    """The columns whose per-observer means the summary lists, in RDP or in ε at the report's δ."""
+    return {
+        "paper": getattr(losses, f"paper_{unit}"),
+        "exact": getattr(losses, f"exact_{unit}"),
+        "exact_upper": getattr(losses, f"exact_{unit}_upper"),
+        "ldp": losses.ldp_pairs(unit),
+        **{name: getattr(column, unit) for name, column in losses.columns.items()},
+    }
+
+
+def _empirical_limit(losses: PairwiseLosses) -> dict[str, object] | None:
+    """The largest ε the replay attack can certify with its replay count (None: no replay attack ran)."""
+    if losses.attack_runs is None:
+        return None
+    attacked = int(np.count_nonzero(~np.isnan(losses.empirical_eps_lower)))
+    return {"eps": json_number(resolution_limit(losses.attack_runs, losses.delta, attacked)),
+            "replays": losses.attack_runs, "pairs": attacked, "confidence": CONFIDENCE}
 
 
 def _distributions(table: PairTable) -> dict[str, dict[str, object]]:

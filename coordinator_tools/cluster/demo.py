@@ -2,10 +2,12 @@
 
 Generates a topology for the chosen protocol (synchronous Muffliato by default, randomized
 Muffliato, or Muffliato-GD) and its data (synthetic vectors, or the breast-cancer data split
-across the nodes), issues TLS certificates, runs one node process per peer on loopback, audits
-the logs (`netdp audit`, with the data folder for a learning run's utility), prints what the
-run computed against what it should have, and points at the report page. What differs per
-protocol lives in `demo_protocols`. The layout of DIR is the same for every protocol:
+across the nodes), calibrates an averaging demo's σ with the planner for a target mean ε,
+issues TLS certificates, runs one node process per address on loopback (the default demo:
+128 node ids as 8 processes of 16), audits the logs (`netdp audit`, with the data folder for a
+learning run's utility), prints what the run computed against what it should have and where
+the network amplified privacy, and points at the report page. What differs per protocol lives
+in `demo_protocols`. The layout of DIR is the same for every protocol:
 topology.json, data/, run/node-<id>/, audit/report.json and audit/index.html.
 """
 
@@ -25,9 +27,11 @@ from coordinator_tools.cluster.demo_protocols import (
     AveragingDemo,
     DemoProtocol,
     LearningDemo,
+    MuffliatoDemo,
     PersonalizedDemo,
 )
 from coordinator_tools.topology.generators import GENERATORS
+from node.errors import ConfigError
 from node.topology import NetworkParams, Topology, save_topology
 
 CERT_VALIDITY_DAYS = 7
@@ -39,13 +43,33 @@ def demo_topology(args: argparse.Namespace, protocol: DemoProtocol) -> Topology:
     return protocol.topology(args, NetworkParams(round_deadline_s=5.0, startup_deadline_s=60.0))
 
 
-def _demo_command(args: argparse.Namespace) -> int:
+def check_demo_flags(args: argparse.Namespace, protocol: DemoProtocol) -> None:
+    """--target-eps (> 0) calibrates an averaging demo's σ, --rounds (>= 1) is synchronous Muffliato's T."""
+    for flag, value, kind, least in (("--target-eps", args.target_eps, AveragingDemo, 0.0),
+                                     ("--rounds", args.rounds, MuffliatoDemo, 0)):
+        if value is not None and not isinstance(protocol, kind):
+            raise ConfigError(f"{flag} does not apply to the {args.protocol} demo")
+        if value is not None and not value > least:
+            raise ConfigError(f"{flag} must be greater than {least:g}, got {value:g}")
+
+
+def resolve_defaults(args: argparse.Namespace) -> DemoProtocol:
+    """The chosen protocol, with its defaults filled into args where the command line left them out.
+
+    args.sigma stays None for an averaging demo: its topology calibrates it.
+    """
     protocol = DEMO_PROTOCOLS[args.protocol]
+    check_demo_flags(args, protocol)
     if args.sigma is None:
         args.sigma = protocol.sigma
     args.graph = args.graph or protocol.graph
     if args.n is None and (args.graph is None or "n" in GENERATORS[args.graph].parameters):
         args.n = protocol.nodes or DEFAULT_NODES
+    return protocol
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    protocol = resolve_defaults(args)
     out = args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     topology = demo_topology(args, protocol)
     save_topology(topology, out / "topology.json")
@@ -53,14 +77,16 @@ def _demo_command(args: argparse.Namespace) -> int:
     if not args.insecure and args.certs is None:
         args.certs = out / "certs"
         write_cluster_certs(topology, args.certs, CERT_VALIDITY_DAYS)
-    CONSOLE.print(f"running {topology.n} node processes on loopback "
-                  f"({'mutual TLS' if args.certs else 'PLAIN TEXT'}, {args.sampler} sampler)")
+    processes = len(set(node.address for node in topology.nodes))
+    CONSOLE.print(f"running {topology.n} nodes as {processes} node process{'es' if processes > 1 else ''} on "
+                  f"loopback ({'mutual TLS' if args.certs else 'PLAIN TEXT'}, {args.sampler} sampler)")
     result = launch_with_progress(out / "topology.json", out / "data", out / "run", options_from_args(args))
     report_failures(result)
     CONSOLE.print(f"view logs: {result.rundir}/node-<id>/view.log (private inputs and noise: private.log)")
     CONSOLE.print("auditing the view logs: pairwise privacy loss (paper bound, exact, attack) ...")
     report = audit_run(result.rundir, out / "audit", protocol.audit_options(out / "data"))
     protocol.print_utility(result, out / "data", report)
+    protocol.print_privacy(topology, out / "audit", report)
     print_summary(report, out / "audit" / PAGE_FILE, CONSOLE)
     return 0
 
@@ -79,13 +105,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                          "florentine_families"),
                       help="deterministic graph kind (default hypercube; rw-sgd: davis_southern_women, 32 nodes; "
                            "personalized-cd: its agents' similarity graph, no choice)")
-    demo.add_argument("--n", type=int, default=None, help="number of nodes (default 16; a named graph fixes it)")
+    demo.add_argument("--n", type=int, default=None,
+                      help=f"number of nodes (default {MuffliatoDemo.nodes}, other protocols {DEFAULT_NODES}; "
+                           "a named graph fixes it)")
+    demo.add_argument("--ids-per-process", type=int, default=None, metavar="K",
+                      help=f"node ids hosted by each node process (default: muffliato spreads the nodes over at most "
+                           f"{MuffliatoDemo.processes} processes, {MuffliatoDemo.nodes // MuffliatoDemo.processes} ids "
+                           "each by default; the other protocols run one process per node)")
+    demo.add_argument("--rounds", type=int, default=None,
+                      help=f"muffliato: gossip rounds T (default {MuffliatoDemo.rounds}: each observer then receives "
+                           "T*deg values, well below the n - 1 unknown inputs)")
     demo.add_argument("--dimension", type=int, default=None,
-                      help=f"averaging: length of each node's vector (default {AveragingDemo.dimension}); "
+                      help=f"averaging: length of each node's vector (default {MuffliatoDemo.dimension}, "
+                           f"muffliato-async {AveragingDemo.dimension}); "
                            f"personalized-cd: features of the task (default {PersonalizedDemo.dimension})")
     demo.add_argument("--sigma", type=float, default=None,
-                      help=f"noise std: each node's once (averaging, default {AveragingDemo.sigma:g}) or every "
-                           f"gradient step's (muffliato-gd, default {LearningDemo.sigma:g})")
+                      help="noise std: each node's once (averaging, default: calibrated by the planner for "
+                           f"--target-eps) or every gradient step's (muffliato-gd, default {LearningDemo.sigma:g}); "
+                           "given, it wins over the calibration")
+    demo.add_argument("--target-eps", type=float, default=None, metavar="EPS",
+                      help=f"averaging: the mean exact eps at delta {AveragingDemo.delta:g} (Muffliato's rule: worst "
+                           "observer's mean over the nodes) that the planner calibrates sigma for (default "
+                           f"{AveragingDemo.target_eps:g})")
     demo.add_argument("--sensitivity", type=float, default=None,
                       help=f"averaging: l2 sensitivity, inputs clipped to half of it (default "
                            f"{AveragingDemo.sensitivity:g})")

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from coordinator_tools.cluster.round_timing import round_completions, round_timing
 from coordinator_tools.datasets import node_data_file
 from node.agent_budget import BudgetRequest
 from node.errors import ConfigError, LogFormatError
@@ -33,7 +34,7 @@ from node.protocols.registry import protocol_spec
 from node.runtime import shared_loop_network
 from node.security import CA_FILE, CERT_FILE, KEY_FILE
 from node.topology import NetworkParams, Topology, hosted_ids, load_topology, save_topology
-from node.viewlog import VIEW_LOG_NAME, read_log
+from node.viewlog import VIEW_LOG_NAME, LogContents, read_log
 
 POLL_INTERVAL_S = 0.2
 STDERR_FILE = "stderr.txt"
@@ -50,6 +51,8 @@ class NodeResult:
     rounds_started: int
     estimate: np.ndarray | None
     stderr_tail: str
+    started_unix: float | None = None  # from its view log's header
+    round_done_unix: Mapping[int, float] = field(default_factory=dict)  # round -> its last record of it (unix s)
 
     @property
     def succeeded(self) -> bool:
@@ -203,13 +206,23 @@ def logged_rounds(log_dir: Path) -> tuple[int, bool]:
     token hop it took (token walks) or an update it started (personalized CD: its `step_inputs`
     record, logged in private and non-private runs alike).
     """
+    contents = _view_log(log_dir)
+    return (0, False) if contents is None else _steps(contents)
+
+
+def _view_log(log_dir: Path) -> LogContents | None:
+    """A node's view log as far as it is readable, or None when there is none yet or it is no log."""
     path = Path(log_dir) / VIEW_LOG_NAME
     if not path.exists():
-        return 0, False
+        return None
     try:
-        contents = read_log(path)
+        return read_log(path)
     except LogFormatError:
-        return 0, False
+        return None
+
+
+def _steps(contents: LogContents) -> tuple[int, bool]:
+    """`logged_rounds` of a log already read."""
     rounds = {record.round for record in contents.of_kind("sent") if not record.kind}
     proposals = sum(1 for event in contents.of_kind("exchange") if event.phase == "proposed")
     hops = sum(1 for event in contents.of_kind("token") if event.phase in (RECEIVED, KEPT))
@@ -320,7 +333,12 @@ def _collect(rundir: Path, node_id: int, exit_code: int | None, killed: bool,
     stderr_path = stderr_path or log_dir / STDERR_FILE
     stderr_lines = stderr_path.read_text(errors="replace").strip().splitlines() if stderr_path.exists() else []
     tail = "\n".join(line for line in stderr_lines[-3:] if "WARNING: running WITHOUT TLS" not in line)
-    return NodeResult(node_id, exit_code, killed, logged_rounds(log_dir)[0], estimate, tail)
+    contents = _view_log(log_dir)  # read once: steps started and round times
+    if contents is None:
+        return NodeResult(node_id, exit_code, killed, 0, estimate, tail)
+    started = contents.header.started_unix if contents.header is not None else None
+    return NodeResult(node_id, exit_code, killed, _steps(contents)[0], estimate, tail, started,
+                      round_completions(contents))
 
 
 def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
@@ -335,6 +353,8 @@ def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
              "rounds_started": r.rounds_started, "finished": r.estimate is not None}
             for r in result.nodes
         ],
+        "round_timing": round_timing([r.started_unix for r in result.nodes if r.started_unix],
+                                     [r.round_done_unix for r in result.nodes]),
     }
     (Path(result.rundir) / RUN_SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.axes import Axes  # noqa: E402
 
 from coordinator_tools.compare.setup import GOSSIP, WALK  # noqa: E402
 
@@ -25,6 +26,12 @@ SERIES = {GOSSIP: (("exact", "-", "exact"),),
 def loss_vs_hops(document: Mapping[str, object], out: Path) -> Path:
     """Mean ε per hop distance for both protocols on one axis, each with its local-DP loss dashed."""
     figure, axis = plt.subplots(figsize=(7, 4.5))
+    draw_loss_vs_hops(document, axis)
+    return _save(figure, out / LOSS_FIGURE)
+
+
+def draw_loss_vs_hops(document: Mapping[str, object], axis: Axes) -> None:
+    """The loss-by-hop-distance panel of one comparison on `axis` (a figure may hold several comparisons)."""
     for name, entry in document["protocols"].items():
         colour = COLOURS[name]
         for column, style, suffix in SERIES[name]:
@@ -41,7 +48,6 @@ def loss_vs_hops(document: Mapping[str, object], out: Path) -> Path:
                    f"same mean eps = {document['target']['mean_eps']:g}")
     axis.grid(True, which="major", alpha=0.3)
     axis.legend(fontsize=7)
-    return _save(figure, out / LOSS_FIGURE)
 
 
 def accuracy(document: Mapping[str, object], out: Path) -> Path:

@@ -11,6 +11,8 @@ from dataclasses import replace
 
 import networkx as nx
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import norm
 
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.topology.build import build_topology
@@ -140,3 +142,12 @@ def dense_async_paper(n: int, exchanges: list[AsyncExchange], views: list[list[t
             total[:, v] += row**2 / np.dot(row, row)
     np.fill_diagonal(total, np.nan)
     return total
+
+
+def gaussian_eps(mu: float, delta: float) -> float:
+    """The ε at δ of a μ-Gaussian mechanism, by bisection of its privacy profile
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018)."""
+    def profile(eps: float) -> float:
+        return norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
+
+    return brentq(profile, 0.0, mu * mu / 2 + mu * np.sqrt(2 * np.log(1 / delta)) + 1, xtol=1e-14, rtol=1e-12)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.protocols.muffliato.accountant import account, linear_model
-from coordinator_tools.audit.attack import attack_pair, attack_pairs, clopper_pearson
+from coordinator_tools.audit.attack import attack_pair, attack_pairs, clopper_pearson, resolution_limit
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
@@ -61,6 +61,18 @@ def test_attack_without_noise_is_capped_by_the_number_of_runs():
     held_out = 1000
     tpr_lower = 0.025 ** (1 / held_out)
     assert result.eps_lower == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)), rel=1e-9)
+    assert result.eps_lower == pytest.approx(resolution_limit(2000, 1e-5), rel=1e-12)  # the limit is reached
+
+
+def test_pairs_attacked_together_hold_together_so_each_bound_is_lower():
+    """Two noiseless pairs at once: each side's tail is 2.5%/2, the limit of two pairs, below one pair's."""
+    together = attack_pairs(path_model(2), [(2, 3), (1, 3)], sigma=0.0, sensitivity=1.0, delta=1e-5, runs=2000,
+                            rng_seed=0)
+    tpr_lower = 0.0125 ** (1 / 1000)
+    for result in together.values():
+        assert result.eps_lower == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)), rel=1e-9)
+        assert result.eps_lower == pytest.approx(resolution_limit(2000, 1e-5, 2), rel=1e-12)
+    assert resolution_limit(2000, 1e-5, 2) < resolution_limit(2000, 1e-5)
 
 
 def test_attack_is_reproducible_with_a_seed_and_checks_its_pairs():

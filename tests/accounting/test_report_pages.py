@@ -11,10 +11,11 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
+import pytest
 from scipy.linalg import expm
 
-from coordinator_tools.audit.checks import loss_checks
-from coordinator_tools.audit.figures import FIGURES, write_figures
+from coordinator_tools.audit.checks import UNDERCOUNT_CHECK, loss_checks
+from coordinator_tools.audit.figures import FIGURES, colorbar_ticks, observer_curves, tick_label, write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.learning_figures import LEARNING_FIGURES
 from coordinator_tools.audit.losses import ThreatModel
@@ -23,11 +24,13 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.report import Report, build_report, write_report
+from coordinator_tools.audit.sentences import utility_sentence
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.rw_sgd import walk_facts
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.protocols.rw_sgd import RwSgdParams
+from node.topology import MuffliatoParams
 from tests.accounting.simulated_run import fake_losses, ring_topology
 from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 
@@ -59,7 +62,61 @@ def test_report_figures_and_page_are_written(tmp_path: Path) -> None:
     for check in report["checks"]:
         assert check["name"].replace(">", "&gt;").replace("<", "&lt;") in page
     assert "Simulation sampler" in page and "observer_knows_own_noise" in page
-    assert f"on {2 * 8} of {8 * 7} pairs" in page
+
+
+def test_the_page_says_what_the_numbers_mean(tmp_path: Path) -> None:
+    """Warning in amber, reconstructed pairs and means explained, ε beside every RDP column, the attack's limit."""
+    written = sample_report(simulation=False)
+    write_report(written, tmp_path)
+    report = written.document
+    page = write_html(report, tmp_path, write_figures(report, tmp_path, tmp_path)).read_text()
+    undercount = next(check for check in report["checks"] if check["name"] == UNDERCOUNT_CHECK)
+    assert undercount["ok"] and undercount["level"] == "warning"
+    assert (f'<tr class="warning"><td><span class="warning">⚠ warning</span></td><td>{UNDERCOUNT_CHECK}</td>'
+            in page)
+    assert '<span class="ok">pass</span></td><td>exact &lt;= LDP' in page  # a real pass stays green
+    assert (f"the paper&#x27;s closed-form bound undercounts {2 * 8} of {8 * 7} pairs (by up to 3×): it is not an "
+            "upper bound here") in page
+    assert (f"{2 * 8} of {8 * 7} pairs are reconstructed: the observer&#x27;s received combinations determine the "
+            "source&#x27;s noisy input x_u + η_u, so that pair&#x27;s loss is exactly local DP.") in page
+    assert page.count("over sources u ≠ v, divided by n") >= 2  # the summary table and the node-means caption
+    assert "<th>exact (upper end) RDP</th><th>exact (upper end) ε</th>" in page
+    eps_mean = report["summary"]["mean_eps_per_observer"]["exact_upper"][0]
+    assert f"<td>{eps_mean:.4g}</td>" in page
+    assert "largest ε 7.756 over 3 attacked pairs." in page  # no replay count: no limit to state
+    assert "<h2>Faults</h2>" not in page  # a plan has no logs
+
+
+def test_the_heatmaps_colour_bar_is_labelled_readably_at_every_range() -> None:
+    assert [tick_label(t) for t in colorbar_ticks(1e-3, 1e2)] == ["0.001", "0.01", "0.1", "1", "10", "100"]
+    assert [tick_label(t) for t in colorbar_ticks(0.02, 0.9)] == ["0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert [tick_label(t) for t in colorbar_ticks(5.0, 5000.0)] == ["10", "30", "100", "300", "1000", "3000"]
+    narrow = colorbar_ticks(1.0, 1.5)  # less than one 1-2-5 step: evenly spaced values, two digits
+    assert len(narrow) >= 3 and [tick_label(t) for t in narrow] == ["1", "1.1", "1.3", "1.5"]
+    assert tick_label(2e-6) == "2e-6" and tick_label(3e5) == "3e5" and tick_label(0.00025) == "0.00025"
+
+
+def test_on_a_hypercube_the_per_observer_chart_shows_what_equal_node_means_hide(tmp_path: Path) -> None:
+    topology = build_topology(generate("hypercube", n=16), graph_name="hypercube", run_id="hypercube-page",
+                              protocol=MuffliatoParams(sigma=0.5, sensitivity=1.0, alpha=2.0, rounds=3,
+                                                       accelerated=False, dimension=1))
+    plan = auditor_named("muffliato").plan(topology, PlanOptions())
+    json_path, *_ = write_report(build_report(plan.losses, plan.run), tmp_path)
+    report = json.loads(json_path.read_text())
+    means = report["summary"]["mean_rdp_per_observer"]["exact_upper"]
+    assert max(means) == pytest.approx(min(means), rel=1e-9)  # every observer alike: flat bars of equal height
+    distances, curves = observer_curves(16, read_pairs(tmp_path))
+    assert list(distances) == [1, 2, 3, 4]
+    np.testing.assert_allclose(curves, np.broadcast_to(curves[0], curves.shape), rtol=1e-9)
+    eps = pair_matrix(read_pairs(tmp_path), "exact_eps_upper", 16)
+    hops = pair_matrix(read_pairs(tmp_path), "hop_distance", 16)
+    for j, distance in enumerate(distances):  # observer 0's mean over the sources at that distance
+        assert curves[0, j] == pytest.approx(np.mean(eps[hops[:, 0] == distance, 0]))
+    assert curves[0, 3] == 0.0 and curves[0, 1] < curves[0, 0]  # 3 rounds never reach 4 hops; loss decays
+    figures = write_figures(report, tmp_path, tmp_path)
+    assert figures["loss_by_observer"].read_bytes().startswith(PNG_SIGNATURE)
+    page = write_html(report, tmp_path, figures).read_text()
+    assert 'src="loss_by_observer.png"' in page and "the lines coincide" in page
 
 
 def test_report_figures_redraw_from_the_saved_document(tmp_path: Path) -> None:
@@ -100,6 +157,15 @@ def test_a_learning_report_gets_its_utility_and_schedule_figures(tmp_path: Path)
     assert "fixed graph ring, mean degree 2 (realized)" in page
     assert "Erdős–Rényi drawn every step, p = 0.133 (planned)" in page
     assert "<td>netdp</td><td>0.93</td>" in page and "<td>local</td><td>0.77</td>" in page
+    assert ("Utility: test accuracy after step 6: netdp 0.93, central 0.94, local DP 0.77 (the starting model "
+            "scores 0.63).") in page  # in the summary, not only in a figure
+
+
+def test_a_learning_audit_without_data_says_its_utility_was_not_measured() -> None:
+    report = {key: value for key, value in learning_report().document.items() if key != "utility"}
+    assert utility_sentence(report) is None  # a plan: no run to measure
+    assert utility_sentence({**report, "replay": {}}) == (
+        "Utility: not computed: pass --data (the run's data folder) to measure the test metric.")
 
 
 def test_an_averaging_report_has_no_learning_figures_or_section(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,26 @@ def test_audit_of_a_killed_node_run_uses_the_weights_really_used(make_cluster_fi
     report = audit_run(result.rundir, tmp_path / "audit",
                        AuditOptions(attack_pairs="none", with_private_logs=True))
     assert all(check["ok"] for check in report["checks"]), report["checks"]
+    # The page says who died when, and the drop-outs each neighbour logged.
+    logs = [read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME) for v in range(topology.n)]
+    start = min(log.records[0].logged_unix for log in logs)
+    (stopped,) = report["faults"]["stopped"]
+    assert stopped["node"] == 3 and stopped["rounds_completed"] == len(transcript_from_logs(result.rundir,
+                                                                                            topology).used[3])
+    assert stopped["last_record_s"] == pytest.approx(logs[3].records[-1].logged_unix - start)
+    logged = {(v, d["peer"]): d["count"] for v in range(topology.n) for d in [
+        {"peer": peer, "count": sum(1 for x in logs[v].of_kind("drop_out") if x.peer == peer)}
+        for peer in {x.peer for x in logs[v].of_kind("drop_out")}]}
+    assert {(d["node"], d["peer"]): d["count"] for d in report["faults"]["drop_outs"]} == logged
+    assert logged[(2, 3)] >= 1 and logged[(4, 3)] >= 1  # node 3's neighbours on the ring dropped it
+    page = (tmp_path / "audit" / "index.html").read_text()
+    assert "<h2>Faults</h2>" in page and f"Node 3 stopped after completing {stopped['rounds_completed']} rounds" in page
+    # run.json times each round from the nodes' records: node 3 completed none after it was killed.
+    timing = json.loads((result.rundir / "run.json").read_text())["round_timing"]
+    assert [row["round"] for row in timing["rounds"]] == list(range(topology.protocol.rounds))
+    assert [row["nodes"] for row in timing["rounds"]][2:] == [topology.n - 1] * (topology.protocol.rounds - 2)
+    last = [row["last_s"] for row in timing["rounds"]]
+    assert last == sorted(last) and sum(row["wall_s"] for row in timing["rounds"]) == pytest.approx(last[-1])
     audited = exact_matrix(tmp_path / "audit", topology.n)
 
     params = topology.protocol

@@ -48,9 +48,37 @@ def test_a_virtual_64_node_muffliato_run_goes_through_netdp_run_and_audits_clean
         assert not log.of_kind("drop_out") and not log.of_kind("rejected")
         assert json.loads((node_log_dir(rundir, v) / "estimate.json").read_text())["rounds_completed"] == 6
 
+    assert_round_timing_matches_the_logs(summary["round_timing"], rundir, nodes=range(64), rounds=6)
+
     assert main(["audit", str(rundir), "--out", str(tmp_path / "audit")]) == 0
     report = json.loads((tmp_path / "audit" / "report.json").read_text())
     assert report["checks"] and all(check["ok"] for check in report["checks"]), report["checks"]
+
+
+def assert_round_timing_matches_the_logs(timing: dict, rundir: Path, *, nodes: range, rounds: int) -> None:
+    """run.json's round timing against each node's last logged record of every round, recomputed here."""
+    logs = [read_log(node_log_dir(rundir, v) / VIEW_LOG_NAME) for v in nodes]
+    origin = min(log.header.started_unix for log in logs)
+    done: dict[int, list[float]] = {}  # round -> each node's last record of it
+    for log in logs:
+        last: dict[int, float] = {}
+        for record in log.records:
+            kind = record.WhichOneof("kind")
+            if kind in ("sent", "received", "drop_out"):
+                t = getattr(record, kind).round
+                last[t] = max(last.get(t, 0.0), record.logged_unix)
+        for t, when in last.items():
+            done.setdefault(t, []).append(when)
+    assert [row["round"] for row in timing["rounds"]] == sorted(done) == list(range(rounds))
+    previous = origin
+    for row in timing["rounds"]:
+        times = done[row["round"]]
+        assert row["nodes"] == len(times)
+        assert row["first_s"] == pytest.approx(min(times) - origin, abs=1e-6)
+        assert row["median_s"] == pytest.approx(float(np.median(times)) - origin, abs=1e-6)
+        assert row["last_s"] == pytest.approx(max(times) - origin, abs=1e-6)
+        assert row["wall_s"] == pytest.approx(max(times) - previous, abs=1e-6) and row["wall_s"] > 0
+        previous = max(times)
 
 
 def comparable(record: viewlog_pb2.Record) -> viewlog_pb2.Record:
@@ -113,7 +141,10 @@ def test_virtual_and_networked_runs_with_one_seed_log_the_same_records(make_clus
                     assert np.array_equal(payload(ours), payload(theirs))
                 np.testing.assert_allclose(payload(ours), payload(theirs), rtol=1e-12, atol=1e-14)
     summaries = [json.loads((run.rundir / "run.json").read_text()) for run in (virtual, networked)]
+    timings = [summary.pop("round_timing") for summary in summaries]  # when things happened differs, not what
     assert summaries[0] == summaries[1]
+    for run, timing in zip((virtual, networked), timings):
+        assert_round_timing_matches_the_logs(timing, run.rundir, nodes=range(8), rounds=5)
 
 
 def test_process_options_are_refused_by_a_virtual_run(make_cluster_files, capsys):

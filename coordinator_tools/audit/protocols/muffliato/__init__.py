@@ -45,6 +45,7 @@ class MuffliatoAuditor(ProtocolAuditor):
 
     name = PROTOCOL_NAME
     joint_views = True  # views are linear in z = x + η: a coalition stacks its members' rows
+    averaging = True
     public_records = frozenset({"sent", "received", "drop_out", "rejected", "final_output"})
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:

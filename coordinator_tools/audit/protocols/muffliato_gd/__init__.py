@@ -48,6 +48,7 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
     name = PROTOCOL_NAME
     joint_views = False  # sensitivity over many steps and canary audits: coalitions not established here
     input_every_step = True
+    averaging = False  # it learns a model: its utility block is `utility`'s, not the averaging one
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         problem = super().record_problem(topology, node, kind, entry)

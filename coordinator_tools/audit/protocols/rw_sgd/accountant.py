@@ -49,12 +49,16 @@ NOTES = (
 
 def paper_factor(topology: Topology, contributions: np.ndarray, *, sigma: float, sensitivity: float,
                  alpha: float) -> np.ndarray:
-    """Thm 3's σ-free factor f[u, v] (its RDP is α (Δ/σ)² f / 2), NaN outside the theorem's orders."""
+    """Thm 3's σ-free factor f[u, v] (its RDP is α (Δ/σ)² f / 2), NaN outside the theorem's orders.
+
+    Thm 3 gives the RDP of one contribution, r; `contributions` of them compose to c·r, so
+    f = 2 c r (σ/Δ)² / α.
+    """
     multiplier = sigma / sensitivity
     if not theory.order_valid(alpha, multiplier):  # σ = 0 included
         return np.full((topology.n, topology.n), np.nan)
     single = theorem3_matrix(topology, alpha, multiplier)
-    return np.maximum(single, 0.0) * contributions[:, None] * 2.0 / (alpha * multiplier**2)
+    return np.maximum(single, 0.0) * contributions[:, None] * 2.0 * multiplier**2 / alpha
 
 
 def paper_column(topology: Topology, contributions: np.ndarray, options: AccountingOptions

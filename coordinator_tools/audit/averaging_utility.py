@@ -1,0 +1,77 @@
+"""What an averaging run bought with its privacy: how close the nodes' final estimates came to the true mean.
+
+The truth is the mean x̄ of the clipped inputs, from the run's data folder (`--data`, clipped as
+the nodes clip) or from the private logs (`--with-private-logs`, which hold the clipped inputs).
+The run's MSE is (1/|S|) Σ_{v ∈ S} ‖x_v^T − x̄‖² / D over the nodes S that logged an output, per
+coordinate, beside:
+* Muffliato's bound at the same σ: Thm 2, 3σ²/n (synchronous, once T ≥ T_stop), or Thm 3, 4σ²/n
+  (randomized, past its T_stop), both per coordinate (`coordinator_tools.theory`);
+* central: a trusted aggregator that releases the mean with everyone's noise, σ²/n expected
+  (what perfect averaging of the noisy inputs gives);
+* local DP: every node keeps its own noisy input, σ² plus the inputs' spread (1/n) Σ_v ‖x_v − x̄‖² / D
+  expected.
+Without data or private logs the truth is unknown: the block says so and keeps the bounds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from coordinator_tools.datasets import node_data_file
+from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, randomized_muffliato_mse_bound
+from node.data import clip_to_ball
+from node.protocols.muffliato import PROTOCOL_NAME as SYNCHRONOUS
+from node.protocols.registry import protocol_spec
+
+if TYPE_CHECKING:
+    from coordinator_tools.audit.replay import Replay
+
+NO_TRUTH = "no data: pass --data (the run's data folder) or --with-private-logs to compare with the true mean"
+
+
+def averaging_utility(replay: Replay, data_dir: Path | None) -> dict[str, object]:
+    """The report's `utility` block of an averaging run (muffliato, muffliato-async)."""
+    topology = replay.topology
+    params = topology.protocol
+    n, sigma = topology.n, params.sigma
+    synchronous = replay.auditor.name == SYNCHRONOUS
+    block: dict[str, object] = {
+        "metric": "mse",
+        "per": "coordinate",
+        "bound": muffliato_mse_bound(n, sigma) if synchronous else randomized_muffliato_mse_bound(n, sigma),
+        "bound_rule": ("Thm 2: 3σ²/n, once T ≥ T_stop" if synchronous
+                       else "Thm 3: 4σ²/n, past T_stop edge activations"),
+        "central": sigma**2 / n,
+        "rounds": getattr(params, "rounds", None),
+    }
+    inputs, source = _clipped_inputs(replay, data_dir)
+    outputs = replay.final_outputs
+    if inputs is None or not outputs:
+        return {**block, "mse": None, "local": None, "t_stop": None, "nodes_scored": len(outputs), "truth": None,
+                "reason": NO_TRUTH if inputs is None else "no node logged a final output"}
+    mean = inputs.mean(axis=0)
+    spread = float(np.mean(np.sum((inputs - mean) ** 2, axis=1)))
+    errors = [float(np.mean((value - mean) ** 2)) for value in outputs.values()]
+    t_stop = None
+    if synchronous and sigma > 0 and topology.spectral_gap is not None:
+        t_stop = muffliato_t_stop(n, topology.spectral_gap, sigma, spread, params.accelerated)
+    return {**block, "mse": float(np.mean(errors)), "local": sigma**2 + spread / params.dimension, "t_stop": t_stop,
+            "nodes_scored": len(errors), "truth": source, "reason": None}
+
+
+def _clipped_inputs(replay: Replay, data_dir: Path | None) -> tuple[np.ndarray | None, str | None]:
+    """Every node's clipped input (n × D) and where it came from, or (None, None) when unknown."""
+    topology = replay.topology
+    radius = topology.protocol.sensitivity / 2.0
+    if data_dir is not None:
+        load = protocol_spec(topology.protocol.name).load
+        values = [clip_to_ball(load(node_data_file(data_dir, v), topology.protocol), radius)[0]
+                  for v in range(topology.n)]
+        return np.array(values), "data"
+    private = replay.private
+    if private is not None and len(private.inputs) == topology.n:
+        return np.array([private.inputs[v] for v in range(topology.n)]), "private logs"
+    return None, None
