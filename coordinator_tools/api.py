@@ -34,6 +34,7 @@ from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual
 from coordinator_tools.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.sweep.state import CSV_FILE as SWEEP_CSV
 from coordinator_tools.topology.build import DerivedWeighting, build_topology, new_run_id
 from coordinator_tools.topology.generators import GENERATORS, generate, public_seed
 from coordinator_tools.topology.protocol_options import DEFAULT_PROTOCOL, GraphFacts, params_from_fields
@@ -41,8 +42,8 @@ from node.errors import ConfigError
 from node.topology import FixedSchedule, Topology, load_topology, save_topology
 
 __all__ = [
-    "Audit", "Run", "Topology", "audit", "load_topology", "plan", "run", "save_topology", "synthetic_data",
-    "topology", "write_data",
+    "Audit", "Run", "Topology", "audit", "load_topology", "plan", "run", "save_topology", "sweep",
+    "synthetic_data", "topology", "write_data",
 ]  # fmt: skip
 
 TopologySource = Topology | Path | str
@@ -196,6 +197,18 @@ def plan(topology: TopologySource, out: Path | str, **options: object) -> Audit:
     with _topology_file(topology) as path:
         text = _command(["plan", str(path), "--out", str(out), *_flags(options)])
     return Audit(out, json.loads(out.read_text(encoding="utf-8")), text)
+
+
+def sweep(out: Path | str, **grid: object) -> pd.DataFrame:
+    """Run a grid of audited runs into `out` (or resume it there), as `netdp sweep --out OUT` does: its sweep.csv.
+
+    Keyword arguments are `netdp sweep`'s options, underscores for dashes, a list for each axis:
+    protocol=["muffliato"], graph=["hypercube", "ring"], n=[16], sigma=[0.5, 1, 2] (or target_eps=[...]),
+    rounds=[4], networked=True, ... A point that failed is not in the table (sweep.json says why);
+    calling again with the same grid reruns only the points without a row.
+    """
+    _command(["sweep", "--out", str(out), *_flags(grid)])
+    return pd.read_csv(Path(out) / SWEEP_CSV)
 
 
 @contextlib.contextmanager

@@ -85,6 +85,27 @@ def test_two_leaves_of_a_star_learn_more_together_by_hand():
     assert collusion.sentence().startswith("Nodes 1-2 colluded")
 
 
+def test_the_two_ends_of_a_path_together_reconstruct_everything_each_end_sees_by_hand():
+    """Path 0-1-2-3-4-5, plain gossip, T = 2, Metropolis weights 1/3 on every edge. End 0 hears z_1 (round 1) and
+    x_1^1 = (z_0 + z_1 + z_2)/3 (round 2): it solves for z_2, so sources 1 and 2 are at local DP and 3, 4 at 0;
+    end 5 likewise reconstructs 4 and 3. Each end alone learns nothing of the far half; together they reconstruct
+    all four middle nodes, so the coalition's loss is local DP for every source (on a path each round's message
+    brings one new unknown, so a view reconstructs everything within T hops and nothing beyond)."""
+    path = nx.path_graph(6)
+    collusion = collusion_of(path, 2, (0, 5))
+    assert collusion.sources == [1, 2, 3, 4]
+    assert collusion.column("exact_rdp") == pytest.approx([LDP_RDP] * 4, rel=1e-15)
+    single = collusion.single.exact_rdp
+    assert single[[1, 2, 3, 4], 0] == pytest.approx([LDP_RDP, LDP_RDP, 0, 0], abs=1e-15)
+    assert single[[1, 2, 3, 4], 5] == pytest.approx([0, 0, LDP_RDP, LDP_RDP], abs=1e-15)
+    members, alone = collusion.best_member("exact_rdp")
+    assert list(members) == [0, 0, 5, 5] and alone == pytest.approx([LDP_RDP] * 4, rel=1e-15)
+    for source in collusion.sources:
+        assert LDP_RDP == pytest.approx(dense_joint_rdp(path, 2, (0, 5), source), rel=1e-12)
+    block = collusion.to_json()
+    assert block["colluders"] == [0, 5] and block["summary"]["reconstructable_sources"] == 4
+
+
 @pytest.mark.parametrize("seed", [3, 11])
 def test_a_coalition_learns_at_least_each_member_and_at_most_local_dp(seed):
     graph = generators.erdos_renyi(10, seed=seed)

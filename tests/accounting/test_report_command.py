@@ -143,9 +143,11 @@ def test_audit_run_with_the_real_accountants(tmp_path: Path) -> None:
     pairs = read_pairs(tmp_path / "out")
     attacked = ~np.isnan(pairs["empirical_eps_lower"])
     assert set(zip(pairs["source"][attacked].tolist(), pairs["observer"][attacked].tolist())) == {(0, 1), (0, 3)}
-    tpr_lower = 0.025 ** (1 / 1000)  # 2000 replays: 1000 held out, all right, none wrong (Clopper-Pearson)
+    # 2000 replays: 1000 held out, all right, none wrong (Clopper-Pearson), both pairs' two sides together at 95%
+    tpr_lower = (0.05 / 2 / 2) ** (1 / 1000)
     limit = report["summary"]["empirical_limit"]
-    assert limit["replays"] == 2000 and limit["eps"] == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)))
+    assert limit["replays"] == 2000 and limit["pairs"] == 2
+    assert limit["eps"] == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)))
     assert np.all(pairs["empirical_eps_lower"][attacked] <= limit["eps"])
     assert f"this attack can certify at most ε = {limit['eps']:.4g} with 2000 replays per hypothesis" in (
         tmp_path / "out" / "index.html").read_text()

@@ -31,3 +31,16 @@ def test_topology_refuses_a_field_its_protocol_does_not_have() -> None:
 def test_a_networked_run_needs_certificates_or_insecure(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="certs_dir"):
         api.run(api.topology("ring", 4), tmp_path / "data", tmp_path / "run", virtual=False)
+
+
+def test_a_sweep_reads_back_as_one_row_per_point_and_resumes(tmp_path: Path) -> None:
+    table = api.sweep(tmp_path / "sweep", protocol=["muffliato"], graph=["ring"], n=[6], sigma=[1.0, 2.0],
+                      rounds=[2])
+    assert list(table["sigma"]) == [1.0, 2.0] and set(table["utility_metric"]) == {"mse"}
+    assert table["mean_exact_eps"].iloc[0] > table["mean_exact_eps"].iloc[1] > 0  # more noise, less loss
+    assert (table["mean_exact_eps"] <= table["ldp_eps"]).all() and table["checks_ok"].all()
+    rows = sorted((tmp_path / "sweep" / "points").glob("*/row.json"))
+    stamps = [path.stat().st_mtime_ns for path in rows]
+    again = api.sweep(tmp_path / "sweep", protocol=["muffliato"], graph=["ring"], n=[6], sigma=[1.0, 2.0],
+                      rounds=[2])
+    assert again.equals(table) and [path.stat().st_mtime_ns for path in rows] == stamps  # nothing reran
