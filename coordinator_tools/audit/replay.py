@@ -128,6 +128,17 @@ def replay_run(rundir: Path, *, with_private_logs: bool = False, data_dir: Path 
                   None if data_dir is None else Path(data_dir))
 
 
+def read_private_logs(rundir: Path) -> tuple[PrivateSection, tuple[Finding, ...]]:
+    """Only the private section of a run (every node's input and noise draws) and what was wrong with it.
+
+    For experiments that need the draws but not the replay: the view logs are not read.
+    """
+    topology = load_topology(Path(rundir) / TOPOLOGY_FILE)
+    problems: list[Finding] = []
+    private = _read_private(Path(rundir), topology, auditor_named(topology.protocol.name), problems)
+    return private, tuple(problems)
+
+
 # --- reading one log -------------------------------------------------------------------------
 
 

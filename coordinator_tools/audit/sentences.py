@@ -31,7 +31,7 @@ def empirical_sentence(report: Mapping[str, object]) -> str | None:
     if not attacked:
         return None
     found = summary["pair_columns"].get("empirical_eps_lower", {}).get("max")
-    text = (f"Empirical lower bound (attack, 95% confidence): largest ε {format_number(found)} over {attacked} "
+    text = (f"Empirical lower bound (attack, every bound holding together at 95% confidence): largest ε {format_number(found)} over {attacked} "
             "attacked pairs")
     limit = summary.get("empirical_limit")
     if limit is None:

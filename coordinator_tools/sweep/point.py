@@ -35,7 +35,7 @@ from coordinator_tools import api
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import summarize
 from coordinator_tools.audit.plan_command import calibrated_sigma
-from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay import read_private_logs
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.compare.command import CERT_VALIDITY_DAYS
@@ -151,9 +151,10 @@ def averaging_mse(run: api.Run, report: dict[str, object]) -> tuple[str, float, 
     Both against the mean of the clipped inputs (the audit reads them from the point's data folder).
     """
     topology = run.topology
-    private = replay_run(run.rundir, with_private_logs=True).private
-    if private is None or len(private.inputs) < topology.n:
-        raise ConfigError(f"{run.rundir}: some node's private log is unusable; no baseline to compare with")
+    private, problems = read_private_logs(run.rundir)
+    if len(private.inputs) < topology.n:
+        why = f" ({problems[0].detail})" if problems else ""
+        raise ConfigError(f"{run.rundir}: some node's private log is unusable{why}; no baseline to compare with")
     inputs = np.array([private.inputs[v] for v in range(topology.n)])
     released = inputs + np.array([from_tensor(private.draws[v][0].value) for v in range(topology.n)])
     mse = float(report["utility"]["mse"])

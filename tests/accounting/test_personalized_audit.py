@@ -12,8 +12,9 @@ with the updates', each at its logged ε, and every agent's total stays within i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,21 @@ def rewrite(path: Path, change: Callable[[list[viewlog_pb2.Record]], list[viewlo
         log.append_many(change(list(contents.records[1:])))
 
 
+@contextlib.contextmanager
+def restored(path: Path) -> Iterator[list[viewlog_pb2.Record]]:
+    """The view log's records (header aside) for the block to rewrite, written back as they were afterwards."""
+    original = list(read_log(path).records[1:])
+    try:
+        yield original
+    finally:
+        rewrite(path, lambda records: list(original))
+
+
+def without_spend(step: int) -> Callable[[list[viewlog_pb2.Record]], list[viewlog_pb2.Record]]:
+    """A log change that drops the budget record of `step`."""
+    return lambda records: [r for r in records if not (r.WhichOneof("kind") == "budget" and r.budget.step == step)]
+
+
 def budget_check(root: Path) -> Check:
     return personalized_budget_check(replay_run(root))
 
@@ -119,16 +135,13 @@ def budget_check(root: Path) -> Check:
 def test_a_release_without_its_logged_spend_fails_the_budget_check(runs) -> None:
     _, root, _, _ = runs
     log = root / "node-7" / VIEW_LOG_NAME
-    original = read_log(log).records[1:]
-    try:
-        rewrite(log, lambda records: [r for r in records if not (r.WhichOneof("kind") == "budget" and r.budget.step == 4)])
+    with restored(log) as original:
+        rewrite(log, without_spend(4))
         check = budget_check(root)
         assert not check.ok and "node 7 released 5 models but logged the spend of 4" in check.detail
         rewrite(log, lambda records: [_inflated(r) for r in original])
         check = budget_check(root)
         assert not check.ok and "node 7: Thm 1 gives 6 > its budget 5" in check.detail
-    finally:
-        rewrite(log, lambda records: list(original))
     assert budget_check(root).ok
 
 
@@ -209,11 +222,8 @@ def test_each_agent_pays_its_warm_start_then_draws_it_at_its_sensitivity_then_br
 def test_a_warm_start_released_without_its_logged_spend_fails_the_budget_check(warm_run) -> None:
     _, root, _ = warm_run
     log = root / "node-4" / VIEW_LOG_NAME
-    original = read_log(log).records[1:]
-    try:
-        rewrite(log, lambda records: [r for r in records if not (r.WhichOneof("kind") == "budget" and r.budget.step == 0)])
+    with restored(log):
+        rewrite(log, without_spend(0))
         check = budget_check(root)
         assert not check.ok and "node 4 logged the spend of step 1 after 0 spends" in check.detail
-    finally:
-        rewrite(log, lambda records: list(original))
     assert budget_check(root).ok
