@@ -38,6 +38,7 @@ from coordinator_tools.sweep.state import CSV_FILE as SWEEP_CSV
 from coordinator_tools.topology.build import DerivedWeighting, build_topology, new_run_id
 from coordinator_tools.topology.generators import GENERATORS, generate, public_seed
 from coordinator_tools.topology.protocol_options import DEFAULT_PROTOCOL, GraphFacts, params_from_fields
+from node.breaks import Breaks
 from node.errors import ConfigError
 from node.topology import FixedSchedule, Topology, load_topology, save_topology
 
@@ -114,17 +115,22 @@ class Run:
 
 
 def run(topology: TopologySource, data: Path | str, out: Path | str, *, virtual: bool = True,
-        seed: int | None = None, insecure: bool = False, **launch: object) -> Run:
+        seed: int | None = None, insecure: bool = False, canaries: int = 0,
+        breaks: Mapping[int, str | Sequence[str]] | None = None, **launch: object) -> Run:
     """Run the topology on the data folder into the new folder `out`, as `netdp run [--virtual]` does.
 
     `seed` picks the seeded simulation sampler (reproducible noise: an experiment, not a deployment);
     without it every node draws from the secure sampler. A networked run (virtual=False) starts one
-    process per address on this machine and needs `certs_dir=` (from `netdp certs`) or insecure=True;
-    other keyword arguments are `LaunchOptions` fields (timeout_s, kill_at_round, ...).
+    process per address on this machine and needs `certs_dir=` (from `netdp certs`) or insecure=True.
+    `canaries=M` makes it an audit run (`--canaries M`: its audit's empirical column tests the run);
+    `breaks={node: "noise-scale=0.25"}` (or a list of such specs) breaks nodes on purpose (`--break`, a
+    negative control). Other keyword arguments are `LaunchOptions` fields (timeout_s, kill_at_round, ...).
     """
     if not virtual and launch.get("certs_dir") is None and not insecure:
         raise ConfigError("a networked run needs certs_dir= (from `netdp certs`) or insecure=True")
-    options = LaunchOptions(sampler="secure" if seed is None else "simulation", simulation_seed=seed, **launch)
+    parsed = {node: Breaks.parsed([specs] if isinstance(specs, str) else specs) for node, specs in (breaks or {}).items()}
+    options = LaunchOptions(sampler="secure" if seed is None else "simulation", simulation_seed=seed,
+                            canaries=canaries, breaks=parsed, **launch)
     runner = run_virtual if virtual else run_cluster
     with _topology_file(topology) as path:
         return Run(runner(path, Path(data), Path(out), options))
@@ -155,7 +161,8 @@ class Audit:
 
     @property
     def observers(self) -> pd.DataFrame:
-        """Mean RDP per observer v, (1/n) Σ_{u≠v} (Muffliato Eq. 7): columns paper, exact, exact_upper, ldp."""
+        """Mean RDP per observer v, (1/n) Σ_{u≠v} (Muffliato Eq. 7): columns paper, exact (= exact_upper), exact_upper,
+        exact_lower, ldp."""
         means = self.report["summary"]["mean_rdp_per_observer"]
         frame = pd.DataFrame({column: values for column, values in means.items() if values is not None})
         return frame.rename_axis("observer").map(_number)

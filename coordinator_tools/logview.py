@@ -7,12 +7,15 @@ findings (a torn tail, a bad frame, a missing header), with the readable prefix 
 
 Payloads are shown by size only: a view log holds the noisy values of other nodes, which
 `--values` prints. The private log (the node's own input and noise) is never opened unless
-`--private` is given; then its draws are counted per purpose and listed with their values.
+`--private` is given; then its draws are counted per purpose and listed with their values. A
+structure-only copy (`netdp collect --structure-only`) lists the same, payload sizes included,
+and has no value to print.
 
 The JSON document (`--json`), whose field names are kept stable: `path`, `header` (run_id, protocol,
-node_id, section, topology_digest, sampler_kind, started_unix, public_parameters; null when
-unreadable), `records` (index in the log, offset_s, kind, peer, message {kind, round, sequence,
-exchange_id, token_id, hop} for sent/received/rejected, payload {shape, bytes, floats, values},
+node_id, section, topology_digest, sampler_kind, started_unix, payloads_stripped, public_parameters;
+null when unreadable), `records` (index in the log, offset_s, kind, peer, message {kind, round, sequence,
+exchange_id, token_id, hop} for sent/received/rejected, payload {shape, bytes, floats, values (null
+unless asked for, and in a structure-only copy)},
 fields: the record's other fields), `summary` (records_by_kind with the header, peers, drop_outs,
 refusals_by_status, budget, final_output), `findings` (severity, kind, node, detail: the auditor's
 Finding), `values_shown`, `private_log_read` and `private` (path, header, records,
@@ -37,7 +40,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from coordinator_tools.audit.records import Finding, reader_findings
+from coordinator_tools.audit.records import Finding, payload_bytes, reader_findings
 from netdp.v1 import viewlog_pb2
 from node.codec import WIRE_DTYPE
 from node.errors import ConfigError, LogFormatError
@@ -47,12 +50,13 @@ from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, LogContents, read_log
 # Records whose `kind` and id fields name a message; the other kinds' fields are listed as they are.
 MESSAGE_RECORDS = frozenset({"sent", "received", "rejected"})
 # Records of the private section: their values are shown only with --private, wherever they are found.
-PRIVATE_RECORDS = frozenset({"private_input", "noise"})
+PRIVATE_RECORDS = frozenset({"private_input", "noise", "canaries"})
 # Records that name the node at the other end (None when it is sender-anonymous or unknown).
 PEER_RECORDS = frozenset(
     field.name for field in viewlog_pb2.Record.DESCRIPTOR.oneofs_by_name["kind"].fields
     if {"peer", "claimed_sender"} & set(field.message_type.fields_by_name))
-HEADER_FIELDS = ("run_id", "protocol", "node_id", "section", "topology_digest", "sampler_kind", "started_unix")
+HEADER_FIELDS = ("run_id", "protocol", "node_id", "section", "topology_digest", "sampler_kind", "started_unix",
+                 "payloads_stripped")
 
 FREE_TEXT_COLUMNS = frozenset({"value", "details", "values", "detail"})
 
@@ -152,7 +156,8 @@ def _entry(index: int, record: viewlog_pb2.Record, start: float, *, values: bool
         elif field.message_type is viewlog_pb2.MessageRef.DESCRIPTOR:  # a step's inputs
             fields[name] = [_reference(item) for item in getattr(entry, name)]
         else:
-            fields[name] = getattr(entry, name)
+            value = getattr(entry, name)
+            fields[name] = value.hex() if isinstance(value, bytes) else value  # a digest
     return {
         "index": index,
         "offset_s": record.logged_unix - start,
@@ -175,11 +180,14 @@ def _reference(ref: viewlog_pb2.MessageRef) -> Document:
 
 
 def _payload(tensor: viewlog_pb2.Tensor, *, values: bool) -> Document:
-    """A payload's size; its float64 values, flattened, only when asked for."""
+    """A payload's size; its float64 values, flattened, only when asked for (a structure-only copy has none)."""
     data = tensor.data
-    floats = len(data) // WIRE_DTYPE.itemsize
-    shown = np.frombuffer(data[: floats * WIRE_DTYPE.itemsize], dtype=WIRE_DTYPE).tolist() if values else None
-    return {"shape": list(tensor.shape), "bytes": len(data), "floats": floats, "values": shown}
+    size = payload_bytes(tensor)
+    floats = size // WIRE_DTYPE.itemsize
+    shown = None
+    if values and not tensor.stripped_bytes:
+        shown = np.frombuffer(data[: floats * WIRE_DTYPE.itemsize], dtype=WIRE_DTYPE).tolist()
+    return {"shape": list(tensor.shape), "bytes": size, "floats": floats, "values": shown}
 
 
 def _summary(entries: Sequence[Document]) -> Document:
@@ -301,6 +309,7 @@ def _header_rows(header: Document) -> list[Row]:
         ("topology digest", header["topology_digest"]),
         ("sampler", header["sampler_kind"]),
         ("started", started),
+        ("payloads", "stripped (a structure-only copy)" if header["payloads_stripped"] else "kept"),
         ("public parameters", parameters if isinstance(parameters, str) else json.dumps(parameters, sort_keys=True)),
     ]
 

@@ -56,7 +56,7 @@ audit = api.audit(run, attack_seed=0)
 print(audit.checks[["name", "ok"]])
 
 # %%
-COLUMNS = ["source", "observer", "hop_distance", "exact_eps_upper", "paper_eps", "empirical_eps_lower", "ldp_eps"]
+COLUMNS = ["source", "observer", "hop_distance", "exact_eps_upper", "paper_eps", "model_attack_eps_lower", "ldp_eps"]
 worst_pairs = audit.pairs.nlargest(5, "exact_eps_upper")[COLUMNS]
 print(worst_pairs)
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.agent_budget import parse_budget
+from node.breaks import Breaks
 from node.data import node_data_file
 from node.errors import ConfigError, NetdpError
 from node.idset import parse_ids
@@ -87,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-clock-speedup", type=float, default=1.0, metavar="FACTOR",
                         help="fault injection for tests and experiments: every hosted id's Poisson clock ticks "
                              "FACTOR (> 0) times the published rate (an agent waking up more often than planned)")
+    parser.add_argument("--break", action="append", default=[], dest="breaks", metavar="SPEC",
+                        help="negative control for tests and demonstrations: a deliberate privacy bug of every hosted "
+                             "id, written into its run header: noise-scale=F (noise drawn at F times the published "
+                             "scale), skip-clip (no clipping), leak-raw (its contribution sent once more before any "
+                             "noise); repeatable")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     return parser
 
@@ -153,6 +159,7 @@ def _config(args: argparse.Namespace, topology: Topology) -> NodeConfig:
         clock_speedup=args.fault_clock_speedup,
         resume=args.resume,
         budget=args.budget,
+        breaks=Breaks.parsed(args.breaks),
     )
 
 

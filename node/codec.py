@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -31,6 +32,11 @@ def unpack(data: bytes, shape: Sequence[int], *, require_finite: bool = True) ->
     if require_finite and not np.isfinite(array).all():
         raise PayloadError("payload holds NaN or infinite values")
     return array.astype(np.float64)
+
+
+def digest(data: bytes) -> bytes:
+    """SHA-256 of packed payload bytes: tells a retried copy from another value under the same id."""
+    return hashlib.sha256(data).digest()
 
 
 def to_tensor(value: np.ndarray) -> viewlog_pb2.Tensor:

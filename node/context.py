@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from node.delivery import DeliveryPolicy, FateCallback, Outbox
+from node.breaks import LEAK, Breaks
+from node.canaries import Canaries, canary_magnitude
+from node.delivery import CustodyDelivery, DeliveryPolicy, FateCallback, Outbox
 from node.journal import Delivery, Journal
 from node.mailboxes import exchange_desk as kinds
 from node.mailboxes.exchange_desk import ExchangeDesk
 from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
 from node.mailboxes.token_slot import AdmitRule, TokenSlot
-from node.message import GOSSIP, IdScheme, Message
+from node.message import GOSSIP, IdScheme, Message, MessageId
 from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
 from node.receiver import Handler, Receiver
 from node.topology import NetworkParams, Topology
@@ -32,19 +35,24 @@ LAPLACE_CALIBRATION_TRIES = 8  # widenings of a Laplace scale before a sampler's
 
 
 class NodeNoise:
-    """The node's own noise: drawn from its samplers, each draw logged privately, never sent as such."""
+    """The node's own noise: drawn from its samplers, each draw logged privately, never sent as such.
+
+    `broken_scale` (a negative control, `node.breaks`) draws the Gaussian and Laplace noise at that
+    multiple of the scale asked for, while the private log records the scale asked for.
+    """
 
     def __init__(self, sampler: GaussianSampler, journal: Journal,
                  randomized_response: RandomizedResponseSampler | None = None,
-                 laplace: LaplaceSampler | None = None) -> None:
+                 laplace: LaplaceSampler | None = None, *, broken_scale: float = 1.0) -> None:
         self._sampler = sampler
         self._journal = journal
         self._randomized_response = randomized_response
         self._laplace = laplace
+        self._broken_scale = broken_scale
 
     async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
         """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""
-        noisy = self._sampler.perturb(value, sigma)
+        noisy = self._sampler.perturb(value, sigma * self._broken_scale)
         await self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
         return noisy
 
@@ -63,7 +71,7 @@ class NodeNoise:
 
     async def laplace(self, value: np.ndarray, scale: float, *, step: int, purpose: str) -> np.ndarray:
         """value + i.i.d. Laplace(scale) noise, with the draw logged to the private log under (step, purpose)."""
-        noisy = self._laplace_sampler().perturb(value, scale)
+        noisy = self._laplace_sampler().perturb(value, scale * self._broken_scale)
         await self._journal.noise(purpose, noisy - value, step=step, mechanism="laplace", scale=scale)
         return noisy
 
@@ -102,11 +110,16 @@ class ProtocolContext:
 
     def __init__(self, topology: Topology, node_id: int, journal: Journal, receiver: Receiver, outbox: Outbox,
                  noise: NodeNoise, on_step: Callable[[int], Awaitable[None]], network: NetworkParams | None = None,
-                 params: Any = None, *, clock_speedup: float = 1.0) -> None:
+                 params: Any = None, *, clock_speedup: float = 1.0, canaries: Canaries | None = None,
+                 breaks: Breaks = Breaks()) -> None:
         """`params`: this node's own public parameters if not the published ones (an agent's lower budget);
-        `clock_speedup`: fault injection, the factor by which this node's Poisson clock outruns the published rate."""
+        `clock_speedup`: fault injection, the factor by which this node's Poisson clock outruns the published rate;
+        `canaries`: the node's secret canary signs in an audit run; `breaks`: its deliberate bugs (negative controls)."""
         self.topology = topology
         self.clock_speedup = clock_speedup
+        self.canaries = canaries or Canaries(np.zeros(0))
+        self.breaks = breaks
+        self._canaries_logged = self.canaries.logged
         self._params = topology.protocol if params is None else params
         self._network = network or topology.network
         self.node_id = node_id
@@ -135,8 +148,30 @@ class ProtocolContext:
         await self._on_step(step)
 
     async def private_input(self, value: np.ndarray, clipped: bool) -> None:
-        """Log the node's own (clipped) input to its private log."""
+        """Log the node's own input to its private log as it is (one that carries no canaries: a category)."""
         await self.journal.private_input(value, clipped)
+
+    def clip_bound(self, bound: float) -> float:
+        """The bound to clip an input or gradient to: `bound`, unless this node deliberately skips clipping."""
+        return self.breaks.clip_bound(bound)
+
+    async def contribution(self, value: np.ndarray, clipped: bool, *, sensitivity: float) -> np.ndarray:
+        """The node's clipped input (or step gradient) as it enters the protocol, logged privately.
+
+        In an audit run the canary coordinates follow the data ones (`node.canaries`; their signs
+        go to the private log before the first contribution carries them). A leak-raw node sends
+        the result to every neighbour once, before any noise (`node.breaks`).
+        """
+        full = self.canaries.planted(value, sensitivity)
+        if self.canaries.count and not self._canaries_logged:
+            await self.journal.canaries(self.canaries.signs, canary_magnitude(sensitivity))
+            self._canaries_logged = True
+        await self.journal.private_input(full, clipped)
+        if self.breaks.leak_raw:
+            self.breaks = replace(self.breaks, leak_raw=False)  # one extra value, not one per contribution
+            await self.broadcast(self.neighbours(), Message(LEAK, MessageId(), full),
+                                 CustodyDelivery(self.network.send_attempts), self.network.round_deadline_s)
+        return full
 
     # --- mailboxes ---------------------------------------------------------------------------
 
@@ -162,9 +197,10 @@ class ProtocolContext:
         self.on(kinds.STATUS, desk.answer_status, scheme="exchange", payload=False)
         return desk
 
-    def latest_values(self, kind: str) -> LatestValues:
-        """The newest value per neighbour, fed by its broadcasts of `kind` (each with a sequence number)."""
-        mailbox = LatestValues(self.journal)
+    def latest_values(self, kind: str, *, last_sequence: int) -> LatestValues:
+        """The newest value per neighbour, fed by its broadcasts of `kind` (each with a sequence number, at most
+        `last_sequence`, the published number of broadcasts)."""
+        mailbox = LatestValues(self.journal, last_sequence=last_sequence)
         self.on(kind, mailbox.handle, scheme="sequence", payload=True)
         return mailbox
 

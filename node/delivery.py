@@ -169,19 +169,24 @@ class Outbox:
                    reply_dimension: int | None = None) -> Message:
         """One request and its reply; raises LinkError on failure or on a reply that is not from `peer`.
 
-        The reply is not logged here: the protocol logs what it takes from it.
+        The reply is not logged here: the protocol logs what it takes from it. A reply refused here (not
+        `peer`'s in this run, or a payload not of `reply_dimension`) is logged as refused: it reached the node.
         """
         envelope, data = self._wire(peer, message)
         reply, reply_data = await self.link(peer).call(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
-        if reply.run_id != self._run_id or reply.sender != peer:
-            raise LinkError("INVALID_ARGUMENT", f"the reply is not from node {peer} of this run")
         try:
             payload = unpack(reply_data, reply.shape)
         except PayloadError as exc:
             raise LinkError("INVALID_ARGUMENT", f"bad reply payload: {exc}") from None
-        if reply_dimension is not None and payload.size not in (0, reply_dimension):
-            raise LinkError("INVALID_ARGUMENT", f"reply payload of shape {payload.shape}")
-        return Message(kind_of(reply), MessageId.of(reply), payload)
+        answer = Message(kind_of(reply), MessageId.of(reply), payload)
+        if reply.run_id != self._run_id or reply.sender != peer:
+            problem = f"the reply is not from node {peer} of this run"
+        elif reply_dimension is not None and payload.size not in (0, reply_dimension):
+            problem = f"reply payload of shape {payload.shape}"
+        else:
+            return answer
+        await self._journal.refused_reply(peer, answer, problem, kept_elements=reply_dimension or 0)
+        raise LinkError("INVALID_ARGUMENT", problem)
 
     async def reachable(self, peer: int, timeout_s: float, *, wait_for_peer: bool = False) -> bool:
         """Whether the peer answers a ping (a dead or cut-off peer does not); optionally wait for it to come up."""

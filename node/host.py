@@ -23,16 +23,19 @@ import numpy as np
 
 from netdp.v1 import viewlog_pb2
 from node.agent_budget import BudgetRequest, header_fields, own_parameters
+from node.breaks import Breaks
+from node.canaries import Canaries
 from node.context import NodeNoise, ProtocolContext
 from node.delivery import PING, Outbox
 from node.errors import ConfigError
 from node.journal import Journal
 from node.message import Message
-from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
+from node.noise import FairCoins, GaussianSampler, LaplaceSampler, RandomizedResponseSampler
 from node.protocols.registry import protocol_spec
 from node.receiver import Receiver
 from node.topology import NetworkParams, Topology
 from node.transport.base import PeerLink
+from node.viewlog import LogContents
 
 ESTIMATE_FILE = "estimate.json"
 NOT_GAUSSIAN = frozenset({"ring-histogram", "personalized-cd"})  # protocols whose noise is not Gaussian
@@ -53,10 +56,13 @@ class NodeHost:
                  log_dir: Path, link_for: Callable[[int], PeerLink], *, on_step: StepHook | None = None,
                  randomized_response: RandomizedResponseSampler | None = None,
                  network: NetworkParams | None = None, laplace: LaplaceSampler | None = None,
-                 resume: bool = False, budget: BudgetRequest | None = None, clock_speedup: float = 1.0) -> None:
+                 resume: bool = False, budget: BudgetRequest | None = None, clock_speedup: float = 1.0,
+                 coins: FairCoins | None = None, breaks: Breaks = Breaks()) -> None:
         """`network`: deadlines to keep instead of the published ones (the header still records those);
         `resume`: rejoin the run logged in `log_dir`, if any; `budget`: the agent's own, below the published;
-        `clock_speedup`: fault injection, the factor its Poisson clock runs faster than published."""
+        `clock_speedup`: fault injection, the factor its Poisson clock runs faster than published;
+        `coins`: where its canary signs come from (an audit run publishes `canaries`); `breaks`: its deliberate
+        bugs (negative controls, written into its run header)."""
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
         self.topology = topology
@@ -67,14 +73,16 @@ class NodeHost:
             raise ConfigError(f"--resume: a {spec.name} node does not rejoin its run (fresh noise would leak more, "
                               "and its neighbours have dropped it); only personalized-cd agents resume")
         params = own_parameters(topology.protocol, node_id, budget)
-        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler, params), resume=resume)
+        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler, params, breaks), resume=resume)
+        canaries = _canaries(params, coins, self.journal.resumed_private)
         self.receiver = Receiver(topology, node_id, self.journal)
         self.receiver.register(PING, _pong, scheme="none", payload=False)
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
                              sender=node_id)
-        context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox,
-                                  NodeNoise(sampler, self.journal, randomized_response, laplace), on_step or _no_hook,
-                                  network, params, clock_speedup=clock_speedup)
+        noise = NodeNoise(sampler, self.journal, randomized_response, laplace, broken_scale=breaks.noise_scale)
+        context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox, noise,
+                                  on_step or _no_hook, network, params, clock_speedup=clock_speedup,
+                                  canaries=canaries, breaks=breaks)
         self._protocol = spec.start(context, private_data)
 
     async def run(self) -> NodeOutcome:
@@ -85,6 +93,8 @@ class NodeHost:
         return NodeOutcome(self.node_id, output.value, output.steps_completed)
 
     def _write_estimate(self, estimate: np.ndarray, steps_completed: int) -> None:
+        """The node's output for its user: the data coordinates (an audit run's canary coordinates stay in the log)."""
+        estimate = estimate[: self.topology.protocol.dimension]
         document = {
             "run_id": self.topology.run_id,
             "node_id": self.node_id,
@@ -100,9 +110,26 @@ class NodeHost:
         self.journal.close()
 
 
-def _header(topology: Topology, node_id: int, sampler: GaussianSampler, params: Any) -> viewlog_pb2.RunHeader:
-    """The run header: the published parameters, the sampler and, for an agent with a budget, the one it runs under."""
+def _canaries(params: Any, coins: FairCoins | None, resumed_private: LogContents | None) -> Canaries:
+    """The node's canary signs when the run publishes canaries: those its private log holds at a restart, else
+    fresh ones; ConfigError when it has nothing to draw them with."""
+    if not params.canaries:
+        return Canaries(np.zeros(0))
+    recalled = None if resumed_private is None else Canaries.recalled(resumed_private)
+    if recalled is not None:
+        return recalled
+    if coins is None:
+        raise ConfigError(f"the topology publishes {params.canaries} canaries and this node was given no coins")
+    return Canaries.drawn(params.canaries, coins)
+
+
+def _header(topology: Topology, node_id: int, sampler: GaussianSampler, params: Any,
+            breaks: Breaks) -> viewlog_pb2.RunHeader:
+    """The run header: the published parameters, the sampler, for an agent with a budget the one it runs under,
+    and any deliberate break of this node."""
     public = json.loads(topology.public_parameters_json()) | header_fields(params, node_id)
+    if breaks.active:
+        public["break"] = breaks.header()
     # Randomized response, and Laplace noise whose grid each step's logged epsilon accounts: no Gaussian grid.
     gaussian = params.name not in NOT_GAUSSIAN
     public["sampler"] = {

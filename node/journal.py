@@ -8,7 +8,7 @@ grouped: records handed in while a log's write is in flight (a round's values ar
 from several neighbours at once) go out together in its next write, with one fsync, and
 each caller returns only once its own records are on disk. A restarted node that rejoins its
 run (`resume`) appends to its existing logs once both are checked (`read_resumable`), and its
-protocol reads the public one back from `resumed`.
+protocol reads the public one back from `resumed` (its host the private one, from `resumed_private`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from node.message import GOSSIP, Message, MessageId
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, LogContents, ViewLogWriter, read_resumable
 
 REPLY_FAILURE = "reply"  # a sent record of a reply: its arrival is not observable by the sender
+MAX_DETAIL_CHARS = 500  # a refusal's detail or an exchange's reason, cut: a peer's words must not grow the log
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def exchange_record(exchange_id: str, peer: int, sequence: int, role: str, phase
                     value_after: np.ndarray | None = None) -> viewlog_pb2.Record:
     """One step of a pairwise exchange as this node saw it."""
     event = viewlog_pb2.ExchangeEvent(exchange_id=exchange_id, peer=peer, sequence=sequence, role=role,
-                                      phase=phase, reason=reason[:500])
+                                      phase=phase, reason=reason[:MAX_DETAIL_CHARS])
     if value_after is not None:
         event.value_after.CopyFrom(to_tensor(value_after))
     return viewlog_pb2.Record(exchange=event)
@@ -77,6 +78,21 @@ def token_record(token_id: str, hop: int, phase: str, peer: int | None = None) -
     if peer is not None:
         event.peer = peer
     return viewlog_pb2.Record(token=event)
+
+
+def refusal_record(claimed_sender: int, status_code: str, detail: str, kind: str, message_id: MessageId,
+                   message: Message | None, kept_elements: int) -> viewlog_pb2.Record:
+    """A refused message as logged: its first `kept_elements` payload elements (the protocol's dimension, so a
+    valid payload is kept whole) and the SHA-256 of all of it, so a hostile payload cannot grow the log."""
+    record = viewlog_pb2.Rejected(claimed_sender=claimed_sender, status_code=status_code,
+                                  detail=detail[:MAX_DETAIL_CHARS], kind=kind)
+    message_id.fill(record)
+    if message is not None:
+        payload = message.payload
+        record.payload.CopyFrom(message.payload_tensor() if payload.size <= kept_elements
+                                else to_tensor(payload.ravel()[:kept_elements]))
+        record.payload_sha256 = message.digest
+    return viewlog_pb2.Record(rejected=record)
 
 
 def _logged_kind(kind: str) -> str:
@@ -146,8 +162,10 @@ class Journal:
             view_log, private_log = read_resumable(view_path, public), read_resumable(private_path, private)
         # The public log read back at a restart, which the node rebuilds its state from; None on a fresh start.
         self.resumed: LogContents | None = None if view_log is None else view_log.contents
+        # The private log read back at a restart: the canary signs it planted before (`node.canaries`).
+        self.resumed_private: LogContents | None = None if private_log is None else private_log.contents
         self._view = ViewLogWriter(view_path, public, resume=view_log)
-        self._private = ViewLogWriter(private_path, private, mode=0o600, resume=private_log)
+        self._private = ViewLogWriter(private_path, private, resume=private_log)
         self._view_appends = GroupedAppends(self._view)
         self._private_appends = GroupedAppends(self._private)
 
@@ -167,27 +185,18 @@ class Journal:
         await self.write(viewlog_pb2.Record(drop_out=record))
 
     async def rejected(self, envelope: peer_pb2.Envelope | None, status_code: str, detail: str,
-                       payload: np.ndarray | None = None, *, anonymous: bool = False) -> None:
+                       message: Message | None = None, *, kept_elements: int = 0, anonymous: bool = False) -> None:
         """A refused message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
-        and its payload if it reached the node."""
-        record = viewlog_pb2.Rejected(claimed_sender=-1, status_code=status_code, detail=detail[:500])
-        if envelope is not None:
-            if not anonymous:
-                record.claimed_sender = int(envelope.sender)
-            record.kind = envelope.kind
-            MessageId.of(envelope).fill(record)
-        if payload is not None:
-            record.payload.CopyFrom(to_tensor(payload))
-        await self.write(viewlog_pb2.Record(rejected=record))
+        and, if it was read, its payload (bounded by `refusal_record`)."""
+        sender = -1 if envelope is None or anonymous else int(envelope.sender)
+        kind, message_id = ("", MessageId()) if envelope is None else (envelope.kind, MessageId.of(envelope))
+        await self.write(refusal_record(sender, status_code, detail, kind, message_id, message, kept_elements))
 
-    async def refused_reply(self, peer: int, reply: Message, detail: str) -> None:
+    async def refused_reply(self, peer: int, reply: Message, detail: str, *, kept_elements: int,
+                            status_code: str = "INVALID_ARGUMENT") -> None:
         """A reply the protocol did not take: it reached the node, so it stays in the view with its payload."""
-        record = viewlog_pb2.Rejected(claimed_sender=peer, status_code="INVALID_ARGUMENT", detail=detail[:500],
-                                      kind=reply.kind)
-        reply.id.fill(record)
-        if reply.payload.size:
-            record.payload.CopyFrom(to_tensor(reply.payload))
-        await self.write(viewlog_pb2.Record(rejected=record))
+        await self.write(refusal_record(peer, status_code, detail, _logged_kind(reply.kind), reply.id, reply,
+                                        kept_elements))
 
     async def final_output(self, value: np.ndarray, steps_completed: int) -> None:
         record = viewlog_pb2.FinalOutput(value=to_tensor(value), rounds_completed=steps_completed)
@@ -196,6 +205,11 @@ class Journal:
     async def private_input(self, value: np.ndarray, clipped: bool) -> None:
         record = viewlog_pb2.PrivateInput(value=to_tensor(value), clipped=clipped)
         await self._private_appends.append([viewlog_pb2.Record(private_input=record)])
+
+    async def canaries(self, signs: np.ndarray, magnitude: float) -> None:
+        """The node's secret canary signs (an audit run), private like its noise."""
+        record = viewlog_pb2.CanaryCoins(signs=to_tensor(signs), magnitude=magnitude)
+        await self._private_appends.append([viewlog_pb2.Record(canaries=record)])
 
     async def noise(self, purpose: str, value: np.ndarray, *, step: int, mechanism: str, scale: float) -> None:
         record = viewlog_pb2.NoiseDraw(purpose=purpose, value=to_tensor(value), step=step, mechanism=mechanism,

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from netdp.v1 import peer_pb2, viewlog_pb2
-from node.codec import pack
+from node.codec import digest, pack
 
 GOSSIP = "gossip"  # the kind of a version-1 envelope, whose `kind` is empty
 
@@ -87,6 +87,11 @@ class Message:
     def packed(self) -> tuple[bytes, tuple[int, ...]]:
         """The payload's wire bytes and shape, packed once however many peers and log records carry it."""
         return pack(self.payload)
+
+    @cached_property
+    def digest(self) -> bytes:
+        """The payload's `digest`, of its wire bytes."""
+        return digest(self.packed[0])
 
     @classmethod
     def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> "Message":

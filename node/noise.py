@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -200,33 +201,65 @@ class SimulationRandomizedResponse:
         return other if other < value else other + 1
 
 
+class FairCoins(Protocol):
+    kind: SamplerKind
+
+    def flip(self, count: int) -> np.ndarray:
+        """`count` independent fair signs, each -1.0 or +1.0."""
+        ...
+
+
+class SecureCoins:
+    """Fair signs from the OS CSPRNG: nobody but the node can predict them."""
+
+    kind: SamplerKind = "secure"
+
+    def flip(self, count: int) -> np.ndarray:
+        bits = np.unpackbits(np.frombuffer(secrets.token_bytes((count + 7) // 8), dtype=np.uint8))[:count]
+        return np.where(bits == 1, 1.0, -1.0)
+
+
+class SimulationCoins:
+    """Seeded fair signs: reproducible experiments only."""
+
+    kind: SamplerKind = "simulation"
+
+    def __init__(self, seed: int | np.random.SeedSequence | None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def flip(self, count: int) -> np.ndarray:
+        return np.where(self._rng.random(count) < 0.5, -1.0, 1.0)
+
+
 @dataclass(frozen=True)
 class NodeSamplers:
-    """A node's noise: one sampler per mechanism, all of the same kind."""
+    """A node's randomness: one sampler per mechanism, and its fair coins (canaries), all of the same kind."""
 
     kind: SamplerKind
     gaussian: GaussianSampler
     laplace: LaplaceSampler
     randomized_response: RandomizedResponseSampler
+    coins: FairCoins
 
 
 def make_samplers(kind: SamplerKind, seed: int | None = None) -> NodeSamplers:
     """Every sampler a node runs with; a seed is only meaningful for the simulation kind.
 
     In simulation the Gaussian sampler draws from the seed's own stream (as `make_sampler`
-    does) and the others from streams spawned from it, so using one mechanism never shifts
-    another's draws.
+    does) and the others (the coins too) from streams spawned from it, so using one mechanism
+    never shifts another's draws.
     """
     if kind == "secure":
         if seed is not None:
             raise ValueError("the secure sampler takes no seed")
-        return NodeSamplers(kind, SecureGaussianSampler(), SecureLaplaceSampler(), SecureRandomizedResponse())
+        return NodeSamplers(kind, SecureGaussianSampler(), SecureLaplaceSampler(), SecureRandomizedResponse(),
+                            SecureCoins())
     if kind != "simulation":
         raise ValueError(f"unknown sampler kind {kind!r}; choose 'secure' or 'simulation'")
     root = np.random.SeedSequence(seed)
-    laplace, randomized_response = root.spawn(2)
+    laplace, randomized_response, coins = root.spawn(3)
     return NodeSamplers(kind, SimulationSampler(root), SimulationLaplaceSampler(laplace),
-                        SimulationRandomizedResponse(randomized_response))
+                        SimulationRandomizedResponse(randomized_response), SimulationCoins(coins))
 
 
 def make_sampler(kind: SamplerKind, seed: int | None = None) -> GaussianSampler:

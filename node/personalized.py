@@ -70,6 +70,12 @@ class AgentProblem:
                    1.0 / (1.0 + params.mu * confidence * smoothness),
                    {peer: weight / degree for peer, weight in row.items()}, smoothness)
 
+    @classmethod
+    def sized(cls, params: Any, topology: Topology, node: int, examples: int) -> AgentProblem:
+        """Agent `node`'s problem as far as its size m_i fixes it, with m_i placeholder examples (zeros): update (6)'s
+        coefficients and the sensitivities, which is all an auditor who knows m_i but none of the data can use."""
+        return cls.of(params, topology, node, LocalData(np.zeros((examples, params.dimension)), np.zeros(examples)))
+
     @property
     def examples(self) -> int:
         """m_i."""
@@ -111,9 +117,11 @@ class AgentProblem:
         raise ValueError(f"the local model did not reach its tolerance in {LOCAL_MODEL_ITERATIONS} steps: are the "
                          "examples beyond the published smoothness bound?")
 
-    def gradient(self, theta: np.ndarray) -> tuple[np.ndarray, int]:
-        """∇L_i(θ) with every example's gradient clipped to l1 norm L₀; and how many were clipped."""
-        step = clipped_gradient(self.task, theta, self.data.x, self.data.y, clip=self.lipschitz,
+    def gradient(self, theta: np.ndarray, clip: float | None = None) -> tuple[np.ndarray, int]:
+        """∇L_i(θ) with every example's gradient clipped to l1 norm `clip` (L₀ unless the agent deliberately skips
+        clipping, `node.breaks`); and how many were clipped."""
+        step = clipped_gradient(self.task, theta, self.data.x, self.data.y,
+                                clip=self.lipschitz if clip is None else clip,
                                 regularization=2.0 * self.regularization, norm=1)
         return step.value, step.clipped
 

@@ -5,7 +5,8 @@ the raw payload bytes and the authenticated sender (if the transport knows one) 
 `Receiver.accept`. The checks every message passes are here; what a kind means is the
 business of the mailbox a protocol registered for it (`register`). A refused message is
 logged as rejected and raises Refusal; a payload that reached the node is kept in that
-record, because a view is everything that reached the node, used or not.
+record (at most the protocol's dimension of it, which a valid payload has, and its digest),
+because a view is everything that reached the node, used or not.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from node.topology import Topology
 # shape must not make the status (a gRPC trailer of a few KiB at most) or the log unreadable.
 MAX_QUOTED_CHARS = 64
 ACK = "ack"  # the reply to a call whose handler has nothing to answer
+# Logged instead of a refusal's detail that names the sender, for a kind whose view is sender-anonymous.
+SENDER_WITHHELD = "the reason names the sender, whom this sender-anonymous view does not log"
 
 # A mailbox's handler: (sender, or None for a sender-anonymous kind; message) -> the reply to a call, or None.
 Handler = Callable[[int | None, Message], Awaitable[Message | None]]
@@ -51,7 +54,7 @@ class Receiver:
         self._node_id = node_id
         self._journal = journal
         self._neighbours = frozenset(topology.neighbours[node_id])
-        self._dimension = topology.protocol.dimension
+        self._dimension = topology.protocol.vector_length
         self._rules: dict[str, KindRule] = {}
 
     def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool,
@@ -71,12 +74,14 @@ class Receiver:
         """Byte length of the largest valid payload; a stream that grows past it is refused while streaming."""
         return min(self._topology.network.max_message_bytes, 8 * self._dimension)
 
-    async def admit(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
-        """Check the envelope alone (before any payload is read); log and raise on refusal."""
+    async def admit(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None, arrived: bytes = b"") -> int:
+        """Check the envelope alone (before a streamed payload is read); log and raise on refusal. `arrived`: the
+        payload bytes that came with the envelope (all of a unary message's): a refused message keeps them in
+        the view if they are its whole payload."""
         try:
             return self._check_envelope(envelope, authenticated_sender)
         except Refusal as refusal:
-            await self.reject(envelope, refusal)
+            await self.reject(envelope, refusal, self._arrived_message(envelope, arrived))
             raise
 
     async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> Reply:
@@ -85,7 +90,7 @@ class Receiver:
         Delivery is shielded from the caller's cancellation (a deadline, a disconnect): a message
         whose record is being written is also applied, never logged and then lost.
         """
-        sender = await self.admit(envelope, authenticated_sender)
+        sender = await self.admit(envelope, authenticated_sender, data)
         delivery = asyncio.ensure_future(self._deliver(sender, envelope, data))
         try:
             return await asyncio.shield(delivery)
@@ -101,7 +106,7 @@ class Receiver:
             rule = self._rules[message.kind]
             reply = await rule.handler(None if rule.anonymous else sender, message)
         except Refusal as refusal:
-            await self.reject(envelope, refusal, None if message is None else message.payload)
+            await self.reject(envelope, refusal, message)
             raise
         if reply is None:
             return None
@@ -116,14 +121,18 @@ class Receiver:
         return envelope, data
 
     async def reject(self, envelope: peer_pb2.Envelope | None, refusal: Refusal,
-                     payload: np.ndarray | None = None) -> None:
-        """Log a refusal; the transport may refuse before `accept` (no envelope, oversized stream).
+                     message: Message | None = None) -> None:
+        """Log a refusal, with the message if it was read; the transport may refuse before `accept` (no
+        envelope, oversized stream).
 
-        A refused message of a sender-anonymous kind is logged without its claimed sender.
+        A refused message of a sender-anonymous kind is logged without its claimed sender, and without a
+        detail that names it.
         """
         rule = None if envelope is None else self._rules.get(kind_of(envelope))
-        await self._journal.rejected(envelope, refusal.code, refusal.detail, payload,
-                                     anonymous=rule is not None and rule.anonymous)
+        anonymous = rule is not None and rule.anonymous
+        detail = SENDER_WITHHELD if anonymous and refusal.names_sender else refusal.detail
+        await self._journal.rejected(envelope, refusal.code, detail, message, kept_elements=self._dimension,
+                                     anonymous=anonymous)
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology
@@ -135,11 +144,13 @@ class Receiver:
                           f"protocol {_quoted(envelope.protocol)}, this run is {topology.protocol.name!r}")
         sender = int(envelope.sender)
         if sender >= topology.n:
-            raise Refusal("PERMISSION_DENIED", f"unknown sender {sender}")
+            raise Refusal("PERMISSION_DENIED", f"unknown sender {sender}", names_sender=True)
         if authenticated_sender is not None and authenticated_sender != sender:
-            raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}")
+            raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}",
+                          names_sender=True)
         if sender not in self._neighbours:
-            raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}")
+            raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}",
+                          names_sender=True)
         if envelope.HasField("receiver") and envelope.receiver != self._node_id:
             raise Refusal("FAILED_PRECONDITION", f"message for node {envelope.receiver}, this is node {self._node_id}")
         kind = kind_of(envelope)
@@ -154,6 +165,16 @@ class Receiver:
             what = "a gossip message is synchronous: it carries no" if kind == GOSSIP else f"a {kind} message carries no"
             raise Refusal("INVALID_ARGUMENT", f"{what} {' or '.join(name.replace('_', ' ') for name in stray)}")
         return sender
+
+    def _arrived_message(self, envelope: peer_pb2.Envelope, data: bytes) -> Message | None:
+        """A message refused on its envelope, as it reached the node, when its payload decodes: what reached a node
+        is in its view (bounded and digested by the journal), even a message of no kind the protocol has."""
+        if not data:
+            return None
+        try:
+            return Message.decoded(kind_of(envelope), MessageId.of(envelope), unpack(data, envelope.shape), data)
+        except PayloadError:
+            return None
 
     def _decode(self, envelope: peer_pb2.Envelope, data: bytes) -> np.ndarray:
         try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from node import security
 from node.agent_budget import BudgetRequest, own_parameters
+from node.breaks import Breaks
 from node.errors import ConfigError
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.idset import describe_nodes, format_ids
@@ -59,6 +60,7 @@ class NodeConfig:
     clock_speedup: float = 1.0  # fault injection: every hosted id's Poisson clock ticks this many times faster
     resume: bool = False  # rejoin the run logged in each hosted id's log folder, if any (personalized CD)
     budget: BudgetRequest | None = None  # every hosted agent's own budget, at most its published one
+    breaks: Breaks = Breaks()  # negative controls: deliberate bugs of every hosted id (node.breaks)
 
 
 def check_hosted_ids(topology: Topology, node_ids: Iterable[int]) -> tuple[int, ...]:
@@ -114,7 +116,8 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
         hosts[v] = NodeHost(topology, v, private_data[v], samplers.gaussian, config.log_dirs[v], link_for(v),
                             on_step=kill, randomized_response=samplers.randomized_response,
                             laplace=samplers.laplace, network=network, clock_speedup=config.clock_speedup,
-                            resume=config.resume, budget=config.budget)
+                            resume=config.resume, budget=config.budget, coins=samplers.coins,
+                            breaks=config.breaks)
     address = topology.address_of(node_ids[0])
     try:
         server, health = await start_server(

@@ -9,7 +9,13 @@ reports, never hides, a torn or corrupt tail.
 
 A node keeps two logs: the public view (``view.log``: what it sent and received) and the
 private section (``private.log``: its own input and noise), which the auditor only reads
-in test and experiment mode.
+in test and experiment mode. Both are private files (mode 0600): a view log holds the noisy
+values the node received and sent, and two of them can give its raw input away.
+
+A structure-only copy (`write_structure_only`) is a view log that keeps what the privacy
+accounting reads (every record, its ids, peers, rounds, fates, refusals and payload shapes) and
+none of the payload bytes: every Tensor keeps its shape and says how many bytes it held, and the
+header says the payloads were stripped, so no reader takes it for a full log.
 
 A log is never overwritten. A restarted node that may rejoin its run (personalized CD) appends
 to its existing log instead (`read_resumable`, then a writer with `resume=`): the file must be
@@ -44,6 +50,7 @@ FRAME = struct.Struct("<II")
 MAX_RECORD_BYTES = 1 << 30
 VIEW_LOG_NAME = "view.log"
 PRIVATE_LOG_NAME = "private.log"
+LOG_MODE = 0o600  # every log, view logs too: only the node's operator reads them
 LOG = logging.getLogger("netdp.node")
 
 DamageKind = Literal["torn_tail", "bad_checksum", "oversized_length", "undecodable", "missing_header"]
@@ -141,8 +148,8 @@ def _json_object(text: str) -> dict:
 class ViewLogWriter:
     """Append-only writer that fsyncs every append. Safe to call from several threads."""
 
-    def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, mode: int = 0o644,
-                 pool: LogHandlePool | None = None, resume: ResumableLog | None = None) -> None:
+    def __init__(self, path: Path, header: viewlog_pb2.RunHeader, *, pool: LogHandlePool | None = None,
+                 resume: ResumableLog | None = None) -> None:
         """A new log starting with `header`; with `resume` (from `read_resumable`), that existing log, appended to."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,11 +166,11 @@ class ViewLogWriter:
         # number of writers; it is reopened in append mode when the pool had closed it, never mid-append.
         self._pool = pool or shared_pool()
         self._flags = os.O_WRONLY | os.O_APPEND
-        self._mode = mode
         if resume is None:
             self._write_synced([MAGIC], create=True)
             self.append(viewlog_pb2.Record(header=header))
         else:
+            os.chmod(self.path, LOG_MODE)  # a log an earlier netdp wrote readable by all becomes private too
             self._set_torn_tail_aside(resume.length)
         with self._pool.slot():
             _fsync_directory(self.path.parent)
@@ -177,7 +184,7 @@ class ViewLogWriter:
         if not tail:
             return
         aside = self.path.with_name(f"{self.path.name}.torn-at-{length}")
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_MODE)
         try:
             _write_all(fd, tail)
             os.fsync(fd)
@@ -210,7 +217,7 @@ class ViewLogWriter:
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path} is closed")
-            with self._pool.descriptor(self, lambda: os.open(self.path, flags, self._mode)) as fd:
+            with self._pool.descriptor(self, lambda: os.open(self.path, flags, LOG_MODE)) as fd:
                 _write_all(fd, data)
                 os.fsync(fd)
 
@@ -276,6 +283,70 @@ def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamag
     else:
         contents.records.append(record)
     return body_start + length
+
+
+# The Tensor fields of each record kind's entry, found from the schema so that no payload field is missed.
+TENSOR_FIELDS: dict[str, tuple[str, ...]] = {
+    kind.name: tuple(field.name for field in kind.message_type.fields
+                     if field.message_type is viewlog_pb2.Tensor.DESCRIPTOR)
+    for kind in viewlog_pb2.Record.DESCRIPTOR.oneofs_by_name["kind"].fields
+}
+# The tail a structure-only copy ends with when its source's readable records end in damage of this kind: the
+# copy is read as stopping where its source stops (a log that stops early is audited differently), and the
+# damaged bytes themselves, which may hold a payload, are not copied.
+DAMAGE_TAILS: dict[DamageKind, bytes] = {
+    "torn_tail": FRAME.pack(1, 0),  # a frame whose body never came
+    "bad_checksum": FRAME.pack(0, 1),  # an empty body, whose CRC-32 is 0
+    "oversized_length": FRAME.pack(MAX_RECORD_BYTES + 1, 0),
+    "undecodable": FRAME.pack(1, zlib.crc32(b"\xff")) + b"\xff",  # a varint that never ends
+}
+
+
+def strip_payloads(record: viewlog_pb2.Record) -> viewlog_pb2.Record:
+    """A copy of `record` whose payloads keep their shape and byte count but hold no data (a header is marked)."""
+    stripped = viewlog_pb2.Record()
+    stripped.CopyFrom(record)
+    kind = stripped.WhichOneof("kind")
+    entry = getattr(stripped, kind)
+    for name in TENSOR_FIELDS[kind]:
+        if entry.HasField(name):
+            tensor = getattr(entry, name)
+            tensor.stripped_bytes += len(tensor.data)
+            tensor.ClearField("data")
+    if kind == "header":
+        entry.payloads_stripped = True
+    return stripped
+
+
+def write_structure_only(source: Path, destination: Path) -> LogContents:
+    """Write the structure-only copy of the view log at `source` to the new file `destination` (mode 0600).
+
+    Every readable record is kept in order with its logged time; a damaged end becomes the same kind of
+    damage (`DAMAGE_TAILS`); records of a kind this reader does not know cannot be stripped and are left
+    out. Returns what was read from `source`, so the caller can say what was damaged or left out.
+    LogFormatError when `source` holds no run header or is a private log.
+    """
+    contents = read_log(source)
+    header = contents.header
+    if header is None:
+        raise LogFormatError(f"{source}: no run header, so no log to copy")
+    if header.section != "public":
+        raise LogFormatError(f"{source} is a {header.section} log: only view logs are copied structure-only")
+    chunks = [MAGIC, *(encode_record(strip_payloads(record)) for record in contents.records)]
+    if contents.damage is not None:
+        chunks.append(DAMAGE_TAILS[contents.damage.kind])
+    destination = Path(destination)
+    try:
+        fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, LOG_MODE)
+    except FileExistsError:
+        raise LogExistsError(f"{destination} already exists; a log is never overwritten") from None
+    try:
+        _write_all(fd, b"".join(chunks))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_directory(destination.parent)
+    return contents
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,4 +1,8 @@
-"""The "empirical" column: a distinguishing attack run from the observer's seat.
+"""The model attack: a distinguishing attack on the audit's own model, run from the observer's seat.
+
+It replays the realized transcript's linear-Gaussian model with fresh simulated noise, so it checks
+the exact column's arithmetic against itself; it cannot see a real run that differs from its model
+(a node drawing too little noise, say): that is the empirical column's job (`empirical`).
 
 For a pair (u → v): the other inputs are fixed (the view is linear, so they cancel), u's input
 is 0 under H0 and Δ along the worst direction under H1 (the noise is isotropic, so every unit
@@ -10,7 +14,7 @@ least-squares reconstruction of u's noisy input. The threshold and the test's di
 chosen on one half of the runs and counted on the other; Clopper–Pearson bounds give
 ε_lower = ln((TPR_lower − δ)/FPR_upper) ≥ 0. The bounds of all the pairs attacked together hold
 together at CONFIDENCE (Bonferroni over pairs and both sides), so an audit's check that every
-empirical value stays below its exact loss does not fail by chance on a run with many pairs.
+model-attack value stays below its exact loss does not fail by chance on a run with many pairs.
 
 This is a simulation, not a node's sampler: a seeded numpy Generator is fine here.
 """

@@ -10,7 +10,8 @@ coordinate, beside:
   (what perfect averaging of the noisy inputs gives);
 * local DP: every node keeps its own noisy input, σ² plus the inputs' spread (1/n) Σ_v ‖x_v − x̄‖² / D
   expected.
-Without data or private logs the truth is unknown: the block says so and keeps the bounds.
+Without data or private logs the truth is unknown, and structure-only logs hold no output: the
+block says so and keeps the bounds.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
 
 NO_TRUTH = "no data: pass --data (the run's data folder) or --with-private-logs to compare with the true mean"
+NO_OUTPUTS = "structure-only logs: the nodes' final outputs were stripped"
 
 
 def averaging_utility(replay: Replay, data_dir: Path | None) -> dict[str, object]:
@@ -48,10 +50,12 @@ def averaging_utility(replay: Replay, data_dir: Path | None) -> dict[str, object
         "rounds": getattr(params, "rounds", None),
     }
     inputs, source = _clipped_inputs(replay, data_dir)
-    outputs = replay.final_outputs
-    if inputs is None or not outputs:
+    outputs = replay.final_estimates
+    if replay.payloads_stripped or inputs is None or not outputs:
+        reason = (NO_OUTPUTS if replay.payloads_stripped else NO_TRUTH if inputs is None
+                  else "no node logged a final output")
         return {**block, "mse": None, "local": None, "t_stop": None, "nodes_scored": len(outputs), "truth": None,
-                "reason": NO_TRUTH if inputs is None else "no node logged a final output"}
+                "reason": reason}
     mean = inputs.mean(axis=0)
     spread = float(np.mean(np.sum((inputs - mean) ** 2, axis=1)))
     errors = [float(np.mean((value - mean) ** 2)) for value in outputs.values()]
@@ -73,5 +77,5 @@ def _clipped_inputs(replay: Replay, data_dir: Path | None) -> tuple[np.ndarray |
         return np.array(values), "data"
     private = replay.private
     if private is not None and len(private.inputs) == topology.n:
-        return np.array([private.inputs[v] for v in range(topology.n)]), "private logs"
+        return np.array([private.inputs[v][: topology.protocol.dimension] for v in range(topology.n)]), "private logs"
     return None, None

@@ -1,9 +1,12 @@
-"""The "empirical" column of a learning run: a one-run canary audit (Steinke, Nasr & Jagielski 2023).
+"""One-run canary statistics (Steinke, Nasr & Jagielski 2023), and the model attack of a learning run.
 
-A learning run draws noise at every step, so instead of replaying one fixed change of u's input
-many times (`attack`), the audit plants m canaries in ONE run and counts how many an observer
-guesses, as Steinke, Nasr & Jagielski ("Privacy auditing with one (1) training run", NeurIPS
-2023) do for DP-SGD. The noise is isotropic, so every coordinate of the model is an independent
+The statistics (`p_value`, `epsilon_lower`, `guess_levels`) turn a count of correct guesses about
+m canaries into a lower bound on ε; the empirical column of a real run uses them (`empirical`).
+The rest of this module is the *model attack* of a learning run, a self-check of its exact column:
+a learning run draws noise at every step, so instead of replaying one fixed change of u's input
+many times (`attack`), the audit simulates m canaries in ONE run of its own model and counts how
+many an observer guesses, as Steinke, Nasr & Jagielski ("Privacy auditing with one (1) training
+run", NeurIPS 2023) do for DP-SGD. It tests the audit's arithmetic, never the real run. The noise is isotropic, so every coordinate of the model is an independent
 copy of the run's linear-Gaussian system (`core`); coordinate i carries canary i. With
 probability 1/2 (S_i = +1) the canary is included: it moves u's input in that coordinate by Δ
 along the pair's direction (for a learning run: u's clipped gradient by Δ·d_s at every step s).
@@ -233,7 +236,7 @@ def _correct_guesses(
 
 def canary_column(observer_model: Callable[[int], LinearGaussianModel], pairs: Iterable[Pair],
                   options: Mapping[str, Any], *, canaries: int, seed: int | None) -> np.ndarray:
-    """The report's empirical column: each audited pair's ε_lower at the options' σ, Δ and δ, [u, v], NaN elsewhere."""
+    """The report's model-attack column: each attacked pair's ε_lower at the options' σ, Δ and δ, [u, v], NaN elsewhere."""
     results = canary_audit(observer_model, pairs, sigma=options["sigma"], sensitivity=options["sensitivity"],
                            delta=options["delta"], canaries=canaries,
                            threat_model=options.get("threat_model", ThreatModel()), rng_seed=seed)
@@ -245,10 +248,10 @@ def canary_column(observer_model: Callable[[int], LinearGaussianModel], pairs: I
 
 
 def canary_note(canaries: int, seed: int | None, *, direction: str) -> str:
-    """The report's note on how the empirical column was obtained."""
+    """The report's note on how the model-attack column was obtained."""
     levels = ", ".join(str(k) for k in guess_levels(canaries))
-    return (f"empirical: one-run canary audit (Steinke, Nasr & Jagielski 2023), {canaries} canaries per source "
-            f"node along {direction}, one simulated run; each observer guesses its k highest "
+    return (f"model attack: canaries simulated on the audit's own model (Steinke, Nasr & Jagielski 2023), {canaries} "
+            f"canaries per source node along {direction}, one simulated run; each observer guesses its k highest "
             f"and k lowest likelihood-ratio scores (k in {{{levels}}}, picked on an independent pilot run); "
             f"their (eps, delta) p-value, every pair's bound holding together at {CONFIDENCE:.0%} (Bonferroni), "
             f"seed {seed}")

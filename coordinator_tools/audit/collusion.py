@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 PAPER_NOTE = ("collusion: paper column is Theorem 1's per-message sum over the union of the coalition's "
               "messages (its composition argument covers any set of received messages; the paper states "
               "one observer)")
-NO_ATTACK_NOTE = "collusion: no empirical column (the attack was not asked for)"
+NO_ATTACK_NOTE = "collusion: no model-attack column (the attack was not asked for)"
 PLAN_NOTE = ("collusion: accounted at the plan's sigma (a target calibrates single observers); a plan has no "
-             "empirical column")
+             "model-attack column")
 
 
 def add_colluders_argument(parser: argparse.ArgumentParser) -> None:
@@ -117,15 +117,16 @@ class Collusion:
 
     def checks(self) -> list[Check]:
         """Every member alone ≤ the coalition ≤ LDP, per source (intervals: the joint upper end against the
-        member's lower end, the joint lower end against LDP)."""
-        members = self.single.exact_rdp[np.ix_(self.sources, self.members)]
+        member's lower end, and against LDP). A source no member has a lower end for (a bound with no value it
+        reaches, or not computed) is no evidence: it is not checked, and the line says so as a warning."""
+        members = self.single.exact_rdp_lower[np.ix_(self.sources, self.members)]
         below_member = self.column("exact_rdp_upper")[:, None] < members * (1.0 - RTOL) - ATOL
         ldp = self.joint.ldp_pairs("rdp")[self.sources, self.members[0]]
-        above_ldp = self.column("exact_rdp") > ldp * (1.0 + RTOL) + ATOL
+        above_ldp = self.column("exact_rdp_upper") > ldp * (1.0 + RTOL) + ATOL
         who = self.describe()
         return [
             _source_check(f"coalition {who}: joint exact >= each member's own", below_member.any(axis=1),
-                          self.sources),
+                          self.sources, unchecked=np.isnan(members).all(axis=1)),
             _source_check(f"coalition {who}: joint exact <= LDP", above_ldp, self.sources),
         ]
 
@@ -147,7 +148,7 @@ class Collusion:
         """The report's `collusion` block (SCHEMA.md)."""
         columns = {name: self.column(name) for name in (
             "paper_rdp", "paper_eps", "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper",
-            "empirical_eps_lower")}
+            "exact_rdp_lower", "exact_eps_lower", "model_attack_eps_lower")}
         columns["ldp_rdp"] = self.joint.ldp_pairs("rdp")[self.sources, self.members[0]]
         columns["ldp_eps"] = self.joint.ldp_pairs("eps")[self.sources, self.members[0]]
         flags = {"reconstructable": self.column("reconstructable"), "ill_conditioned": self.column("ill_conditioned"),
@@ -179,15 +180,20 @@ class Collusion:
                 "max_gain_over_best_member": json_number(gains.max()) if gains.size else None,
                 "reconstructable_sources": int(np.count_nonzero(flags["reconstructable"])),
                 "paper_undercounts": int(np.count_nonzero(flags["paper_undercounts"])),
-                "attacked_sources": int(np.count_nonzero(~np.isnan(columns["empirical_eps_lower"]))),
+                "attacked_sources": int(np.count_nonzero(~np.isnan(columns["model_attack_eps_lower"]))),
             },
             "notes": [PAPER_NOTE, *self.notes],
         }
 
 
-def _source_check(name: str, failed: np.ndarray, sources: Sequence[int]) -> Check:
-    """A per-source check: ok when no source failed, else which did."""
+def _source_check(name: str, failed: np.ndarray, sources: Sequence[int], unchecked: np.ndarray | None = None) -> Check:
+    """A per-source check: ok when no source failed, else which did; a warning when it held only because some
+    sources (`unchecked`) had no value to check."""
     bad = [sources[i] for i in np.flatnonzero(failed)]
+    skipped = 0 if unchecked is None else int(np.count_nonzero(unchecked))
+    if not bad and skipped:
+        return Check(name, True, f"the {len(sources) - skipped} of {len(sources)} sources with a member's lower end "
+                                 f"({skipped} have none, so not checked)", warning=True)
     if not bad:
         return Check(name, True, f"all {len(sources)} sources")
     return Check(name, False, f"{len(bad)} sources fail, first: node {bad[0]}")

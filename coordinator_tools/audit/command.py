@@ -37,8 +37,10 @@ from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
-from coordinator_tools.audit.replay import Replay, replay_run
-from coordinator_tools.audit.sentences import empirical_sentence, reconstructed_sentence, utility_sentence
+from coordinator_tools.audit.empirical import CanaryAudit, canary_audit, planted_canaries
+from coordinator_tools.audit.payloads import STRIPPED, payloads_block
+from coordinator_tools.audit.replay import Replay, read_canary_signs, replay_run
+from coordinator_tools.audit.sentences import summary_sentences
 from coordinator_tools.audit.report import (
     MEAN_RULE,
     REPORT_FILE,
@@ -48,6 +50,7 @@ from coordinator_tools.audit.report import (
     worst_observers,
     write_report,
 )
+from node.codec import from_tensor
 from node.errors import ConfigError
 
 DEFAULT_DELTA = 1e-5
@@ -94,8 +97,14 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     runs = {} if options.attack_runs is None else {"attack_runs": options.attack_runs}
     attack_pairs = _resolve_attack_pairs(options.attack_pairs, run.n)
     losses = auditor.account(run, **accounting, attack_pairs=attack_pairs, rng_seed=options.attack_seed, **runs)
+    canaries = _canary_block(replay, accounting, options.attack_seed)
+    if isinstance(canaries, CanaryAudit):
+        losses.empirical_eps_lower = canaries.eps_lower
+        losses.notes.extend(canaries.notes)
     checks = loss_checks(losses, recompute=lambda sigma: auditor.account(run, **{**accounting, "sigma": sigma}))
     checks += replay_checks(replay)
+    if isinstance(canaries, CanaryAudit):
+        checks += canaries.checks
     collusion = None
     if members:
         joint = auditor.account(
@@ -107,10 +116,12 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
                               notes=(NO_ATTACK_NOTE,) if attack_pairs is None else ())
         checks += collusion.checks()
     extra = {
+        "canaries": canaries.to_json() if isinstance(canaries, CanaryAudit) else canaries,
         "options": {**asdict(options), "data": None if options.data is None else str(options.data),
                     "sensitivity_published": replay.topology.protocol.sensitivity},
         "replay": replay.to_json(),
         "faults": fault_block(replay),
+        "payloads": payloads_block(replay),
         **auditor.report_extras(replay, losses, accounting),
     }
     if collusion is not None:
@@ -124,6 +135,28 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     write_report(report, out_dir)
     write_html(report.document, out_dir, write_figures(report.document, out_dir, out_dir))
     return report.document
+
+
+def _canary_block(replay: Replay, accounting: Mapping[str, object], seed: int | None
+                  ) -> CanaryAudit | dict[str, object] | None:
+    """The one-run canary audit of a run that planted canaries; the reason it was not computed; None: no canaries."""
+    count = replay.topology.protocol.canaries
+    if not count:
+        return None
+    if replay.payloads_stripped:
+        return {"canaries": count, "pairs": 0, "reason": STRIPPED}
+    coins, problems = read_canary_signs(replay.rundir, replay.topology)
+    planted = planted_canaries({node: from_tensor(record.signs) for node, record in coins.items()},
+                               {node: record.magnitude for node, record in coins.items()}, count)
+    canary_model = replay.auditor.canary_model(replay.realized, planted)
+    if canary_model is None:
+        return {"canaries": count, "pairs": 0, "reason": f"the canaries of {replay.auditor.name} are not audited"}
+    audit = canary_audit(canary_model, replay.logs, planted, dimension=replay.topology.protocol.dimension,
+                         sigma=accounting["sigma"], sensitivity=accounting["sensitivity"], delta=accounting["delta"],
+                         threat_model=accounting["threat_model"], seed=seed)
+    audit.notes.extend(f"empirical: node {problem.node}'s canaries are not audited ({problem.detail})"
+                       for problem in problems)
+    return audit
 
 
 def _accounting(replay: Replay, options: AuditOptions) -> dict[str, object]:
@@ -178,10 +211,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--own-noise-unknown", action="store_true",
                         help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")
     parser.add_argument("--conversion", choices=("tight", "paper"), default="tight",
-                        help="RDP to (eps, delta): tight, or the paper's eps + ln(1/delta)/(alpha-1)")
+                        help="the paper columns' (eps, delta): tight (default: by the exact Gaussian profile of their "
+                        "per-pair mu, the exact column's own conversion, so both compare on one basis), or paper "
+                        "(the paper's own eps + ln(1/delta)/(alpha-1) at alpha, to reproduce published figures)")
     parser.add_argument("--attack-pairs", type=parse_attack_pairs, default="auto", metavar="auto|all|none|u:v,u:v",
                         help=f"pairs (source:observer) to attack; auto (default): all when n <= {AUTO_ATTACK_MAX_N}, "
-                        "else none")
+                        "else none (none for structure-only logs, which hold no payload to score)")
     parser.add_argument("--attack-runs", type=int,
                         help=f"averaging protocols: replays of the transcript per hypothesis and pair (default "
                         f"{attack.DEFAULT_RUNS}); learning protocols: canaries per source node in the one-run canary "
@@ -222,10 +257,9 @@ def print_summary(report: Mapping[str, object], page: Path, console: Console) ->
         console.print(report["collusion"]["summary"]["sentence"], highlight=False)
     if summary["sampler"] and summary["sampler"]["simulation"]:
         console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
-    sentences = [reconstructed_sentence(report), (report.get("combinations") or {}).get("sentence"),
-                 empirical_sentence(report), utility_sentence(report),
+    sentences = [*summary_sentences(report),
                  *(stopped_sentence(node) for node in (report.get("faults") or {}).get("stopped", []))]
-    for sentence in filter(None, sentences):
+    for sentence in sentences:
         console.print(escape(sentence), highlight=False)
     for check in report["checks"]:
         console.print(f"{CHECK_MARKS[check['level']]} {escape(check['name'])}: {escape(check['detail'])}",
@@ -237,7 +271,7 @@ def _observer_table(report: Mapping[str, object]) -> Table:
     rdp, eps = (report["summary"][f"mean_{unit}_per_observer"] for unit in ("rdp", "eps"))
     shown = worst_observers(report, SHOWN_OBSERVERS)
     table = Table(title=f"Mean loss per observer v {MEAN_RULE}: RDP at alpha = {report['alpha']:g}, "
-                  f"ε at delta = {report['delta']:g} (worst {len(shown)} of {len(rdp['exact'])})")
+                  f"ε at delta = {report['delta']:g} (worst {len(shown)} of {len(rdp['exact_upper'])})")
     for column in ("v", "exact RDP", "ε", "paper RDP", "ε", "LDP RDP", "ε", "exact/LDP"):
         table.add_column(column, justify="right")
     for v in shown:

@@ -15,6 +15,11 @@ noise) stays ∞.
   learns: RDP (1/(α−1)) log E_k exp((α−1)·rdp_k), and the exact ε of Gaussian views from the
   averaged profile δ(ε) = E_k δ_k(ε) (the hockey-stick divergence of a known mixture is the
   mean of its components').
+* Closed forms stated as a Gaussian μ per pair (Muffliato's theorems): on one basis with the
+  exact column by default, i.e. through the same exact profile, so that ε orders the pairs as μ
+  does and a closed form below the exact loss in RDP is below it in ε too (the tight RDP
+  conversion of the smaller μ can exceed the exact profile's ε of the larger, and would hide it);
+  or by the paper's own classic conversion, to reproduce published figures.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtr
 
+# A paper column's (ε, δ): "tight" (a Gaussian μ per pair by the exact profile, as the exact column; an RDP curve
+# by the tight RDP conversion) or "paper" (the classic conversion at α that published figures use).
 Conversion = Literal["tight", "paper"]
 
 # dp_accounting's grid, extended so that faint pairs (tiny μ) find their optimal large order.
@@ -128,11 +135,13 @@ def classic_epsilon(rdp: ArrayLike, alpha: float, delta: float) -> np.ndarray:
     return rdp + np.log(1 / delta) / (alpha - 1)
 
 
-def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion) -> np.ndarray:
+def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion,
+                         orders: np.ndarray = ORDERS) -> np.ndarray:
     """ε at δ of the RDP curve α ↦ α μ²/2, through RDP as a published bound would be.
 
-    ``tight`` converts the whole curve over `ORDERS`; ``paper`` uses the classic conversion
-    at the single order α, to reproduce published figures.
+    ``tight`` converts the curve over `orders` (a bound that holds at some orders only converts
+    over those); ``paper`` uses the classic conversion at the single order α, to reproduce
+    published figures.
     """
     mu = np.asarray(mu, dtype=float)
     if conversion == "paper":
@@ -141,8 +150,32 @@ def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversio
     eps = np.empty_like(flat)
     for start in range(0, flat.size, BLOCK_PAIRS):
         block = flat[start : start + BLOCK_PAIRS]
-        eps[start : start + BLOCK_PAIRS] = rdp_to_epsilon(ORDERS, gaussian_rdp(block[:, None], ORDERS), delta)
+        eps[start : start + BLOCK_PAIRS] = rdp_to_epsilon(orders, gaussian_rdp(block[:, None], orders), delta)
     return eps.reshape(mu.shape)
+
+
+def closed_form_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion) -> np.ndarray:
+    """ε at δ of a closed form that is a μ-Gaussian mechanism per pair.
+
+    ``tight``: the exact Gaussian profile, the exact column's own conversion (one basis); ``paper``:
+    the classic conversion at α, the paper's own, whose ε is on another basis than the exact column's.
+    """
+    mu = np.asarray(mu, dtype=float)
+    if conversion == "paper":
+        return classic_epsilon(gaussian_rdp(mu, alpha), alpha, delta)
+    return gaussian_epsilon(mu, delta)
+
+
+def closed_form_mixture_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion) -> np.ndarray:
+    """`closed_form_epsilon` of a mixture (μ_k along axis 0) whose component the observer learns.
+
+    ``tight``: the averaged exact profile, as the exact column's mixture; ``paper``: the classic
+    conversion of the mixture's RDP at α.
+    """
+    mu = np.asarray(mu, dtype=float)
+    if conversion == "paper":
+        return classic_epsilon(mixture_rdp(gaussian_rdp(mu, alpha), alpha), alpha, delta)
+    return gaussian_mixture_epsilon(mu, delta)
 
 
 def mixture_rdp(rdp: ArrayLike, alpha: ArrayLike) -> np.ndarray:
@@ -174,20 +207,6 @@ def gaussian_mixture_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
         low, high = np.where(met, low, middle), np.where(met, middle, high)
     result.ravel()[solve] = high
     return result
-
-
-def gaussian_mixture_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion) -> np.ndarray:
-    """ε at δ of the mixture (axis 0) of RDP curves α ↦ α μ_k²/2, as `gaussian_rdp_epsilon` converts one."""
-    mu = np.asarray(mu, dtype=float)
-    if conversion == "paper":
-        return classic_epsilon(mixture_rdp(gaussian_rdp(mu, alpha), alpha), alpha, delta)
-    flat = mu.reshape(mu.shape[0], -1)
-    eps = np.empty(flat.shape[1])
-    block = max(1, BLOCK_PAIRS // flat.shape[0])
-    for start in range(0, flat.shape[1], block):
-        curves = mixture_rdp(gaussian_rdp(flat[:, start : start + block, None], ORDERS), ORDERS)
-        eps[start : start + block] = rdp_to_epsilon(ORDERS, curves, delta)
-    return eps.reshape(mu.shape[1:])
 
 
 def _mixture_delta(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:

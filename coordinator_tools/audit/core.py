@@ -123,25 +123,32 @@ def gaussian_geometry(signal: np.ndarray, noise_map: np.ndarray) -> tuple[np.nda
     upper end keeps those above FINE_RTOL·σ_max. A column with a residual outside the kept
     range is infinite (the view pins u's input down without noise); a zero column is 0.
     """
-    columns = signal.shape[1]
-    if signal.shape[0] == 0:
-        return np.zeros(columns), np.zeros(columns)
-    left, singular, _ = np.linalg.svd(noise_map, full_matrices=False)
-    largest = singular[0] if singular.size else 0.0
-    norms = np.linalg.norm(signal, axis=0)
-    ends = [_geometry_at(signal, norms, left, singular, cut)
-            for cut in (largest * max(noise_map.shape) * EPS, largest * FINE_RTOL)]
+    ends = [np.where(outside, np.inf, np.sum(np.square(whitened), axis=0))
+            for whitened, outside in whitened_signal(signal, noise_map)]
     return np.minimum(*ends), np.maximum(*ends)
 
 
-def _geometry_at(signal: np.ndarray, norms: np.ndarray, left: np.ndarray, singular: np.ndarray,
-                 cut: float) -> np.ndarray:
-    """p of every signal column keeping the singular directions above `cut`."""
+def whitened_signal(signal: np.ndarray, noise_map: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """At the standard and the fine rank cut-off of `gaussian_geometry`: (the columns of `signal` in noise-whitened
+    coordinates, Σ⁻¹Uᵀa over the kept singular directions; whether each column leaves the noise's range).
+
+    Their Gram matrix is aᵀ (M Mᵀ)⁺ b for every two columns; a zero column is zero and never outside.
+    """
+    columns = signal.shape[1]
+    if signal.shape[0] == 0:
+        return [(np.zeros((0, columns)), np.zeros(columns, dtype=bool))] * 2
+    left, singular, _ = np.linalg.svd(noise_map, full_matrices=False)
+    largest = singular[0] if singular.size else 0.0
+    norms = np.linalg.norm(signal, axis=0)
+    return [_whitened_at(signal, norms, left, singular, cut)
+            for cut in (largest * max(noise_map.shape) * EPS, largest * FINE_RTOL)]
+
+
+def _whitened_at(signal: np.ndarray, norms: np.ndarray, left: np.ndarray, singular: np.ndarray,
+                 cut: float) -> tuple[np.ndarray, np.ndarray]:
+    """The whitened signal keeping the singular directions above `cut`, and which columns leave their span."""
     keep = singular > cut
     basis = left[:, keep]
     coordinates = basis.T @ signal
-    p = np.sum(np.square(coordinates / singular[keep][:, None]), axis=0)
     residual = np.linalg.norm(signal - basis @ coordinates, axis=0)
-    p = np.where(residual > RANGE_RTOL * norms, np.inf, p)
-    return np.where(norms == 0, 0.0, p)
-
+    return coordinates / singular[keep][:, None], (residual > RANGE_RTOL * norms) & (norms > 0)

@@ -55,7 +55,9 @@ from coordinator_tools.audit.progress import tracked
 from coordinator_tools.audit.views import ObserverView, observer_views
 
 Method = Literal["auto", "rational", "float"]
-MethodName = Literal["rational", "float-interval", "float-interval + rational", "float-interval (general)"]
+# "reachable steps": a learning run's proven bound (`reachable`), no projection at all.
+MethodName = Literal["rational", "float-interval", "float-interval + rational", "float-interval (general)",
+                    "reachable steps"]
 
 # Largest graph accounted in rational arithmetic by default: n = 48 takes about 1.5 s
 # (small-world graph, 10 accelerated rounds), n = 64 3-8 s, n = 96 over 100 s.
@@ -135,9 +137,9 @@ def view_geometry(
         lower[:, unresolved] = exact.lower[:, unresolved]
         upper[:, unresolved] = exact.upper[:, unresolved]
         reconstructable[:, unresolved] = exact.reconstructable[:, unresolved]
-        return ViewGeometry(lower, upper, reconstructable, _ill_conditioned(lower, upper), "float-interval + rational",
+        return ViewGeometry(lower, upper, reconstructable, ill_conditioned(lower, upper), "float-interval + rational",
                             tuple(unresolved))
-    return ViewGeometry(lower, upper, reconstructable, _ill_conditioned(lower, upper), "float-interval",
+    return ViewGeometry(lower, upper, reconstructable, ill_conditioned(lower, upper), "float-interval",
                         tuple(unresolved))
 
 
@@ -171,10 +173,10 @@ def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> 
         lower[view.sources(), v] = low
         upper[view.sources(), v] = high
     none = np.zeros((n, n), dtype=bool)
-    return ViewGeometry(lower, upper, none, _ill_conditioned(lower, upper), "float-interval (general)")
+    return ViewGeometry(lower, upper, none, ill_conditioned(lower, upper), "float-interval (general)")
 
 
-def _ill_conditioned(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+def ill_conditioned(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Pairs whose interval is wider than ILL_CONDITIONED_RTOL of its lower end (plus ATOL)."""
     with np.errstate(invalid="ignore"):
         return upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL

@@ -1,7 +1,9 @@
 """The report's figures, drawn from the report document and its pairs file (so a saved report redraws them).
 
-* loss vs hop distance: mean with min-max bars per distance, paper vs exact (vs empirical)
-  against the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a);
+* loss vs hop distance: mean with min-max bars per distance, paper (and its corrected form, where
+  the protocol has one) vs exact (vs empirical, the real run's canaries, and the model attack) against
+  the LDP and central baselines, in RDP and in (eps, delta) (like Muffliato Fig. 1a); a paper ε by the
+  paper's own conversion says so in its label;
 * the pair heatmap of the exact loss, source u by observer v, its colour bar labelled at every range
   (`colorbar_ticks`), the diagonal, infinite and zero losses drawn as categories of their own;
 * each observer's mean loss (1/n) sum_{u != v} against the LDP and central baselines;
@@ -39,12 +41,17 @@ FIGURES = {
 }
 DPI = 120
 # Series drawn per hop distance: (column, label, colour); offsets keep error bars apart.
-RDP_SERIES = (("paper_rdp", "paper (closed form)", "tab:orange"), ("exact_rdp_upper", "exact", "tab:blue"))
+RDP_SERIES = (("paper_rdp", "paper (closed form)", "tab:orange"),
+              ("paper_corrected_rdp", "paper (corrected)", "tab:purple"), ("exact_rdp_upper", "exact", "tab:blue"))
 EPS_SERIES = (
     ("paper_eps", "paper (closed form)", "tab:orange"),
+    ("paper_corrected_eps", "paper (corrected)", "tab:purple"),
     ("exact_eps_upper", "exact", "tab:blue"),
-    ("empirical_eps_lower", "empirical (attack, lower bound)", "tab:green"),
+    ("empirical_eps_lower", "empirical (the run's canaries, lower bound)", "tab:green"),
+    ("model_attack_eps_lower", "model attack (self-check, lower bound)", "tab:olive"),
 )
+# Added to a paper series' ε label when the report converted it by the paper's classic rule, not as exact.
+OTHER_BASIS = ", classic conversion: not exact's basis"
 OFFSET = 0.08
 # Cells of the heatmap that are no value on the colour scale: (label, colour), in this order of categories.
 HEATMAP_CATEGORIES = (("own (u = v): not a pair", "#d9d9d9"), ("inf: the view pins u's input down", "#b00020"),
@@ -54,8 +61,9 @@ MAX_TICKS = 8
 # Observers drawn one line each in loss_by_observer; beyond, an evenly spaced subset.
 MAX_OBSERVER_LINES = 64
 # The pairs file's columns the figures read (those a report's file has).
-PAIR_FIGURE_COLUMNS = ("source", "observer", "hop_distance", "paper_rdp", "paper_eps", "exact_rdp_upper",
-                       "exact_eps_upper", "empirical_eps_lower", "ex_ante_rdp", "communicability")
+PAIR_FIGURE_COLUMNS = ("source", "observer", "hop_distance", "paper_rdp", "paper_eps", "paper_corrected_rdp",
+                       "paper_corrected_eps", "exact_rdp_upper", "exact_eps_upper", "empirical_eps_lower",
+                       "model_attack_eps_lower", "ex_ante_rdp_upper", "communicability")
 
 
 def write_figures(report: Mapping[str, object], out_dir: Path, report_dir: Path) -> dict[str, Path]:
@@ -97,9 +105,12 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
         (rdp_axis, RDP_SERIES, "rdp", f"Renyi DP at order alpha = {report['alpha']:g}"),
         (eps_axis, EPS_SERIES, "eps", f"epsilon at delta = {report['delta']:g}"),
     )
+    classic = report["summary"].get("paper_conversion") == "paper"
     for axis, series, unit, ylabel in panels:
-        drawn = [item for item in series if np.isfinite(columns[item[0]]).any()]
+        drawn = [item for item in series if item[0] in columns and np.isfinite(columns[item[0]]).any()]
         for index, (column, label, colour) in enumerate(drawn):
+            if classic and unit == "eps" and column.startswith("paper"):
+                label = label.removesuffix(")") + OTHER_BASIS + ")"
             draw_by_distance(axis, hops, distances, columns[column], label, colour,
                               OFFSET * (index - (len(drawn) - 1) / 2))
         baselines = _baselines(report, unit)

@@ -13,9 +13,11 @@ from pathlib import Path
 from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.learning_figures import side_label
 from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
-from coordinator_tools.audit.sentences import empirical_sentence, reconstructed_sentence, utility_sentence
+from coordinator_tools.audit.sentences import summary_sentences
 
 PAGE_FILE = "index.html"
+# The closed forms whose undercount the summary states (`summary.<variant>_undercounts`), as the page names them.
+UNDERCOUNT_NAMES = {"paper": "the paper's closed-form bound", "paper_corrected": "the corrected closed form"}
 SHOWN_OBSERVERS = 20
 SHOWN_FINDINGS = 50
 STYLE = """
@@ -63,6 +65,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         _replay_section(report),
         "<h2>Summary</h2>",
         _summary_table(report),
+        _columns_section(report),
         _faults_section(report),
         _collusion_section(report),
         _learning_section(report),
@@ -183,39 +186,89 @@ def _summary_table(report: Mapping[str, object]) -> str:
     summary = report["summary"]
     rdp, eps = summary["mean_rdp_per_observer"], summary.get("mean_eps_per_observer")
     shown = worst_observers(report, SHOWN_OBSERVERS)
-    columns = ("exact", "exact_upper", "paper", "ldp")
+    names = {"exact_upper": "exact (upper end)", "exact_lower": "exact (lower end)", "paper": "paper (closed form)",
+             "paper_corrected": "paper (corrected)", "ldp": "local DP"}
+    columns = [column for column in names if column in rdp and any(x is not None for x in rdp[column])]
     rows = [(str(v), *(cell for column in columns for cell in (_number(rdp[column][v]),
                                                                _number(eps[column][v]) if eps else "-")))
             for v in shown]
-    hidden = len(rdp["exact"]) - len(shown)
+    hidden = len(rdp["exact_upper"]) - len(shown)
     baselines = report["baselines"]
-    headers = ("observer v", *(f"{name} {unit}" for name in ("exact", "exact (upper end)", "paper (closed form)",
-                                                             "local DP") for unit in ("RDP", "ε")))
-    sentences = [reconstructed_sentence(report), (report.get("combinations") or {}).get("sentence"),
-                 empirical_sentence(report), utility_sentence(report)]
+    headers = ("observer v", *(f"{names[column]} {unit}" for column in columns for unit in ("RDP", "ε")))
+    sentences = summary_sentences(report)
     return "\n".join([
         f"<p>Mean loss of each observer {escape(MEAN_RULE)}: Rényi (RDP) at alpha = {report['alpha']:g} and ε at "
         f"delta = {report['delta']:g} (the mean of each pair's ε); worst {len(rows)} observers shown"
-        f"{f', {hidden} more in {REPORT_FILE}' if hidden else ''}.</p>",
+        f"{f', {hidden} more in {REPORT_FILE}' if hidden else ''}. {escape(_conversion_sentence(summary))}</p>",
         _table(headers, rows),
         f"<p>Baselines at the same noise: local DP {_number(baselines['ldp']['rdp'])} RDP, ε "
         f"{_number(baselines['ldp']['eps'])}; central DP {_number(baselines['central']['rdp'])} RDP, ε "
         f"{_number(baselines['central']['eps'])}.</p>",
-        _undercount_paragraph(report),
+        *(_undercount_paragraph(report, variant) for variant in UNDERCOUNT_NAMES
+          if summary.get(f"{variant}_undercounts") is not None),
         *(f"<p>{escape(sentence)}</p>" for sentence in sentences if sentence),
     ])
 
 
-def _undercount_paragraph(report: Mapping[str, object]) -> str:
-    """The paper bound's undercount: a warning in amber when some pair's exact loss exceeds it."""
-    undercounts = report["summary"]["paper_undercounts"]
-    count, rows = undercounts["count"], report["pairs_file"]["rows"]
+def _conversion_sentence(summary: Mapping[str, object]) -> str:
+    """How the paper columns' ε relate to the exact column's: on one basis, or by the paper's own rule."""
+    conversion = summary.get("paper_conversion")
+    if conversion == "tight":
+        return ("The paper's ε comes from its per-pair μ by the exact Gaussian profile, the exact column's own "
+                "conversion: a pair below the exact loss in RDP is below it in ε too.")
+    if conversion == "paper":
+        return ("The paper's ε comes from the paper's own classic conversion at alpha (--conversion paper, to "
+                "reproduce published figures), not from the exact column's Gaussian profile: compare the two in RDP.")
+    return ""
+
+
+def _undercount_paragraph(report: Mapping[str, object], variant: str) -> str:
+    """One closed form's undercount, and at which hop distances: a warning in amber when some pair's exact loss
+    exceeds it, worded as what it compares where the exact loss is conditioned on something the observer is not
+    told (a walk's path)."""
+    undercounts = report["summary"][f"{variant}_undercounts"]
+    name = UNDERCOUNT_NAMES[variant]
+    count, rows, given = undercounts["count"], report["pairs_file"]["rows"], undercounts.get("exact_given")
+    exact = "the exact loss" if given is None else f"the exact loss given {given} (which the observer is not told)"
+    if undercounts.get("exact_is_bound"):
+        exact = "exact, a proven upper bound" + ("," if given is None else f" given {given},")
     if not count:
-        return f"<p>The paper's closed-form bound is at least the exact loss on all {rows} pairs.</p>"
+        return f"<p>{escape(name[0].upper() + name[1:])} is at least {escape(exact)} on all {rows} pairs.</p>"
+    if undercounts.get("exact_is_bound"):
+        return (f"<p>{escape(name[0].upper() + name[1:])} is below {escape(exact)} on {count} of {rows} pairs: no "
+                "evidence that it undercounts, since the loss itself may lie below both.</p>")
     worst = format_number(undercounts["pairs"][0]["exact_over_paper"])
-    text = (f"the paper's closed-form bound undercounts {count} of {rows} pairs (by up to {worst}×): it is not an "
-            "upper bound here (the exact loss of the whole view is above it).")
+    where = ", ".join(f"{d['count']} of the {d['of']} at hop distance {d['hop_distance']}"
+                      for d in undercounts.get("by_hop_distance", ()) if d["count"])
+    if given is None:
+        text = (f"{name} undercounts {count} of {rows} pairs (by up to {worst}×): it is not an upper bound here (the "
+                f"exact loss of the whole view is above it){f'; {where}' if where else ''}.")
+    else:
+        text = (f"{name}, ex ante over {given}, is below {exact} on {count} of {rows} pairs (by up to {worst}×): an "
+                f"observer told {given} would learn more than the bound there; that is not the same quantity, so it "
+                "does not show the bound below what the observer learns.")
     return f'<p class="banner"><span class="warning">⚠ Warning:</span> {escape(text)}</p>'
+
+
+def _columns_section(report: Mapping[str, object]) -> str:
+    """Each column in one line: what it is, and what it is conditioned on (where the protocol says)."""
+    definitions = report.get("column_definitions") or {}
+    if not definitions:
+        return ""
+    rows = [(escape(name), escape(text)) for name, text in definitions.items()]
+    return "\n".join(["<h2>Columns</h2>", "<p>What each column of the pairs file is, and what it is given.</p>",
+                      _table(("column", "definition"), rows), _assumptions(report)])
+
+
+def _assumptions(report: Mapping[str, object]) -> str:
+    """The theorem the exact column rests on and each of its conditions (learning runs; nothing elsewhere)."""
+    assumptions = report.get("assumptions")
+    if not assumptions:
+        return ""
+    exact = assumptions["exact"]
+    conditions = "".join(f"<li>{escape(condition)}</li>" for condition in exact["conditions"])
+    return (f"<p><b>exact</b> is a proven bound, {escape(exact['theorem'])}, under these conditions:</p>"
+            f"<ul>{conditions}</ul>")
 
 
 def _faults_section(report: Mapping[str, object]) -> str:

@@ -131,14 +131,16 @@ def _box(side: Mapping[str, object], levels: np.ndarray) -> dict[str, object]:
 
 
 def _communicability(report: Mapping[str, object], pairs: Mapping[str, np.ndarray]) -> Figure:
-    """Thm 3's pairwise loss [u, v] (where its order is valid; else ex ante over simulated walks) beside expm(A)."""
+    """Thm 3's pairwise loss [u, v] (where its order is valid; else ex ante over simulated walks, the upper end of
+    its interval) beside expm(A)."""
     n = int(report["run"]["n"])
     communicability = pair_matrix(pairs, "communicability", n)
-    column = "paper" if report["rw_sgd"]["theorem3"]["order_valid"] else "ex_ante"
-    loss = pair_matrix(pairs, f"{column}_rdp", n)
+    valid = report["rw_sgd"]["theorem3"]["order_valid"]
+    loss = pair_matrix(pairs, "paper_rdp" if valid else "ex_ante_rdp_upper", n)
+    label = "paper" if valid else "ex ante (upper end)"
     figure = Figure(figsize=(12, 5))
     panels = figure.subplots(1, 2)
-    shown = ((loss, f"{column.replace('_', ' ')} loss u -> v (Renyi, alpha = {report['alpha']:g})"),
+    shown = ((loss, f"{label} loss u -> v (Renyi, alpha = {report['alpha']:g})"),
              (communicability, "communicability expm(A)[u, v]"))
     for axis, (matrix, title) in zip(panels, shown):
         positive = np.where(matrix > 0, matrix, np.nan)

@@ -27,12 +27,16 @@ CSV_AUTO_MAX_N = 256
 PAIR_COLUMNS = (
     "source", "observer", "hop_distance",
     "paper_rdp", "paper_eps",
-    "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper", "exact_reconstructable", "exact_ill_conditioned",
-    "empirical_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts", "paper_corrected_rdp", "paper_corrected_eps",
-    "realized_path_rdp", "realized_path_eps", "ex_ante_rdp", "ex_ante_eps",
+    "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper", "exact_rdp_lower", "exact_eps_lower",
+    "exact_reconstructable", "exact_ill_conditioned",
+    "empirical_eps_lower", "model_attack_eps_lower", "ldp_rdp", "ldp_eps", "paper_undercounts", "paper_corrected_rdp",
+    "paper_corrected_eps", "paper_corrected_undercounts", "realized_path_rdp", "realized_path_eps", "ex_ante_rdp",
+    "ex_ante_eps", "ex_ante_rdp_upper", "ex_ante_eps_upper",
+    "linearized_rdp", "linearized_eps", "linearized_rdp_upper", "linearized_eps_upper",
 )  # fmt: skip
 INTEGER_COLUMNS = frozenset({"source", "observer", "hop_distance"})
-BOOLEAN_COLUMNS = frozenset({"exact_reconstructable", "exact_ill_conditioned", "paper_undercounts"})
+BOOLEAN_COLUMNS = frozenset({"exact_reconstructable", "exact_ill_conditioned", "paper_undercounts",
+                             "paper_corrected_undercounts"})
 
 
 @dataclass(frozen=True)

@@ -164,10 +164,12 @@ def mixture_losses(
     threat_model: ThreatModel,
     notes: Sequence[str],
     releases: np.ndarray | None = None,
+    paper_conversion: Conversion | None = None,
 ) -> PairwiseLosses:
     """The ex-ante columns of K equally likely simulated schedules, their geometries along axis 0.
 
-    `paper` is the paper column (rdp, eps), already ex ante. `releases` [k, u] counts each
+    `paper` is the paper column (rdp, eps), already ex ante, its ε by `paper_conversion` from a
+    per-pair μ (None: a closed form stated in ε). `releases` [k, u] counts each
     source's noisy contributions per schedule (token walks): each source's local-DP loss is then
     the mixture of its own; None means one contribution per source in every schedule.
     """
@@ -196,8 +198,8 @@ def mixture_losses(
         threat_model=threat_model,
         paper_rdp=paper[0],
         paper_eps=paper[1],
-        exact_rdp=mixture_rdp(gaussian_rdp(lower, alpha), alpha),
-        exact_eps=gaussian_mixture_epsilon(lower, delta),
+        exact_rdp_lower=mixture_rdp(gaussian_rdp(lower, alpha), alpha),
+        exact_eps_lower=gaussian_mixture_epsilon(lower, delta),
         exact_rdp_upper=mixture_rdp(gaussian_rdp(upper, alpha), alpha),
         exact_eps_upper=gaussian_mixture_epsilon(upper, delta),
         reconstructable=np.all([g.reconstructable for g in geometries], axis=0),
@@ -209,6 +211,7 @@ def mixture_losses(
         central_eps=central.eps,
         ldp_source_rdp=ldp_sources[0],
         ldp_source_eps=ldp_sources[1],
+        paper_conversion=paper_conversion,
         notes=[*notes, f"ex ante: mixture over {len(geometries)} simulated schedules; exact by the averaged "
                        "Gaussian profile"],
     )

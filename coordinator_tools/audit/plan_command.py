@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from coordinator_tools.audit.checks import loss_checks
+import numpy as np
+
+from coordinator_tools.audit.checks import loss_checks, not_computed_pairs
 from coordinator_tools.audit.collusion import (
     PLAN_NOTE,
     Collusion,
@@ -62,16 +64,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="muffliato: plain gossip")
     mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="muffliato: Chebyshev gossip")
     parser.add_argument("--schedules", type=_positive_int,
-                        help="muffliato-async, walk-sum: simulated schedules or walks to average over (default 20)")
+                        help="muffliato-async, walk-sum: simulated schedules or walks to average over (default 20); "
+                             "rw-sgd: walks of the exact mixture (default 200) and of the ex-ante column (default: "
+                             "drawn until its intervals are narrow, as the audit does)")
     parser.add_argument("--seed", type=int,
-                        help="muffliato-async, walk-sum: seed of the simulated schedules or walks (default 0)")
+                        help="muffliato-async, walk-sum, rw-sgd: seed of the simulated schedules or walks (default 0)")
     parser.add_argument("--sigma", type=_non_negative, help="noise std each node adds once")
     parser.add_argument("--sensitivity", type=_positive, help="l2 sensitivity Delta of a node's input")
     parser.add_argument("--alpha", type=_order, help="Renyi order of the RDP columns")
     parser.add_argument("--delta", type=_probability, default=DEFAULT_DELTA,
                         help=f"delta of the (eps, delta) columns and of the target (default {DEFAULT_DELTA:g})")
     parser.add_argument("--conversion", choices=("tight", "paper"), default="tight",
-                        help="paper column's RDP to (eps, delta): tight, or eps + ln(1/delta)/(alpha-1)")
+                        help="the paper columns' (eps, delta): tight (default: by the exact Gaussian profile of their "
+                        "per-pair mu, the exact column's own conversion, so both compare on one basis), or paper "
+                        "(the paper's own eps + ln(1/delta)/(alpha-1) at alpha, to reproduce published figures)")
     parser.add_argument("--own-noise-unknown", action="store_true",
                         help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")
     target = parser.add_mutually_exclusive_group()
@@ -144,9 +150,16 @@ def _summary(result: Plan) -> str:
         lines.append(NO_NOISE)
     else:
         eps = losses.exact_eps_upper
-        lines.append(f"exact eps at delta {losses.delta:g}: worst pair {summarize(eps, 'worst'):.4g}, "
-                     f"worst observer's mean (over u ≠ v, divided by n) {summarize(eps, 'mean'):.4g}; "
-                     f"LDP {losses.ldp_eps:.4g}, central {losses.central_eps:.4g}")
+        missing = int(np.count_nonzero(not_computed_pairs(losses)))
+        if missing:  # a mean over the computed pairs only would understate the loss: none is shown
+            shown = (f"not computed for {missing} of {losses.n * (losses.n - 1)} pairs (see the notes)"
+                     + (f", worst computed pair {summarize(eps, 'worst'):.4g}" if missing < losses.n * (losses.n - 1)
+                        else ""))
+        else:
+            shown = (f"worst pair {summarize(eps, 'worst'):.4g}, worst observer's mean (over u ≠ v, divided by n) "
+                     f"{summarize(eps, 'mean'):.4g}")
+        lines.append(f"exact eps at delta {losses.delta:g}: {shown}; LDP {losses.ldp_eps:.4g}, "
+                     f"central {losses.central_eps:.4g}")
     calibration = details.get("calibration")
     if isinstance(calibration, dict):
         sigmas = calibration["sigma"]

@@ -83,9 +83,14 @@ def reader_findings(contents: LogContents, node: int | None, use: str) -> list[F
     return findings
 
 
+def payload_bytes(tensor: viewlog_pb2.Tensor) -> int:
+    """How many bytes a logged payload held: its data, or the count a structure-only copy kept in its place."""
+    return len(tensor.data) + tensor.stripped_bytes
+
+
 def carries_value(tensor: viewlog_pb2.Tensor) -> bool:
-    """Whether a logged payload holds a value (signals such as `done` or `abort` carry none)."""
-    return len(tensor.data) > 0
+    """Whether a logged payload holds a value (signals such as `done` or `abort` carry none), stripped or not."""
+    return payload_bytes(tensor) > 0
 
 
 @dataclass
@@ -100,6 +105,9 @@ class NodeLog:
     received: dict[MessageKey, viewlog_pb2.MessageReceived] = field(default_factory=dict)
     # Refused messages whose value reached the node: they belong to its view like received ones.
     refused: dict[MessageKey, viewlog_pb2.Rejected] = field(default_factory=dict)
+    # Values that reached the node in messages the protocol has no place for (another kind, a stranger's): in its
+    # view all the same, and in no model of the run, so no column accounts for them.
+    unaccounted: list[viewlog_pb2.Rejected] = field(default_factory=list)
     rejected: int = 0
     final_output: viewlog_pb2.FinalOutput | None = None
     logged_span: tuple[float, float] = (0.0, 0.0)  # when its first and last readable records were written (unix s)

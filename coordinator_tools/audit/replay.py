@@ -6,13 +6,19 @@ protocol) and against the others by MessageId: a delivered value must appear, bi
 in the receiver's log (received, or refused with its payload), and a received one in the
 sender's. Replies, whose arrival their sender cannot observe (attempts = 0), are compared
 when the receiver logged them and never reported as lost. Signals without a value (`done`,
-`abort`) need no record at the receiver. The protocol's auditor (found by the header in the
-registry) then rebuilds the realized transcript; where a log is damaged or missing it
-infers from the other logs and reports every inference as a finding.
+`abort`) need no record at the receiver. A value refused under an id whose value the node
+took already, with another payload (its digest differs), is an equivocation: the second
+value reached the node, but no transcript can name it. The protocol's auditor (found by the
+header in the registry) then rebuilds the realized transcript; where a log is damaged or
+missing it infers from the other logs and reports every inference as a finding.
 
 The private logs (inputs and noise) are read only on request (test and experiment mode);
 with them, the auditor recomputes every node's values and compares them with the logged
 payloads, which shows the transcript is what really ran.
+
+Structure-only copies of the view logs (`payloads`) replay the same way, payload bytes aside:
+the cross-check then matches messages by MessageId, fate and payload shape, and the options
+that compare payloads are refused.
 """
 
 from __future__ import annotations
@@ -21,11 +27,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 from netdp.v1 import viewlog_pb2
 
+from coordinator_tools.audit.payloads import (
+    cross_check_note,
+    payloads_stripped,
+    refuse_payload_options,
+    stripping_problem,
+)
 from coordinator_tools.audit.protocols import auditor_for, auditor_named
 from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun
 from coordinator_tools.audit.records import (
@@ -38,7 +50,7 @@ from coordinator_tools.audit.records import (
     reader_findings,
 )
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
-from node.codec import from_tensor
+from node.codec import digest, from_tensor
 from node.errors import ConfigError, LogFormatError
 from node.noise import SamplerKind
 from node.topology import Topology, load_topology
@@ -63,6 +75,7 @@ class Replay:
     consistency: tuple[Finding, ...]  # between logs, and inferences made to fill gaps
     private: PrivateSection | None = None
     data_dir: Path | None = None  # the run's data folder, given in test mode: learning auditors recompute from it
+    payloads_stripped: bool = False  # the view logs are structure-only copies: no payload, no output value
 
     @property
     def sampler_kinds(self) -> dict[int, str]:
@@ -70,7 +83,16 @@ class Replay:
 
     @property
     def final_outputs(self) -> dict[int, np.ndarray]:
+        """Every logged output value (none in structure-only logs)."""
+        if self.payloads_stripped:
+            return {}
         return {node: from_tensor(log.final_output.value) for node, log in self.logs.items() if log.final_output}
+
+    @property
+    def final_estimates(self) -> dict[int, np.ndarray]:
+        """Every logged output's data coordinates: what the run computed, without an audit run's canaries."""
+        dimension = self.topology.protocol.dimension
+        return {node: value[:dimension] for node, value in self.final_outputs.items()}
 
     @property
     def effective_sensitivity(self) -> float:
@@ -103,9 +125,10 @@ class Replay:
 def replay_run(rundir: Path, *, with_private_logs: bool = False, data_dir: Path | None = None) -> Replay:
     """Read, check and replay a run directory (`data_dir`, the nodes' data folder, is only kept for the checks).
 
-    Raises ConfigError when RUNDIR holds no valid topology or a log names a protocol no
-    auditor reads, and LogFormatError when no node's view log is usable; every lesser
-    problem becomes a finding.
+    Raises ConfigError when RUNDIR holds no valid topology, a log names a protocol no auditor
+    reads, or its view logs mix structure-only and full ones (or are structure-only and private
+    logs or data are asked for), and LogFormatError when no node's view log is usable; every
+    lesser problem becomes a finding.
     """
     rundir = Path(rundir)
     if not (rundir / TOPOLOGY_FILE).is_file():
@@ -121,11 +144,15 @@ def replay_run(rundir: Path, *, with_private_logs: bool = False, data_dir: Path 
     problems.extend(_stray_directories(rundir, topology))
     if not logs:
         raise LogFormatError(f"{rundir}: no usable view log (expected node-<id>/{VIEW_LOG_NAME} for this topology)")
-    consistency = cross_check(logs)
+    stripped = payloads_stripped(rundir, logs)
+    if stripped:
+        refuse_payload_options(with_private_logs=with_private_logs, data_dir=data_dir)
+    consistency = [cross_check_note()] if stripped else []
+    consistency += cross_check(logs)
     realized = auditor.rebuild(topology, logs, consistency)
     private = _read_private(rundir, topology, auditor, problems) if with_private_logs else None
     return Replay(rundir, topology, auditor, logs, realized, tuple(problems), tuple(consistency), private,
-                  None if data_dir is None else Path(data_dir))
+                  None if data_dir is None else Path(data_dir), stripped)
 
 
 def read_private_logs(rundir: Path) -> tuple[PrivateSection, tuple[Finding, ...]]:
@@ -137,6 +164,27 @@ def read_private_logs(rundir: Path) -> tuple[PrivateSection, tuple[Finding, ...]
     problems: list[Finding] = []
     private = _read_private(Path(rundir), topology, auditor_named(topology.protocol.name), problems)
     return private, tuple(problems)
+
+
+def read_canary_signs(rundir: Path, topology: Topology) -> tuple[dict[int, viewlog_pb2.CanaryCoins], list[Finding]]:
+    """Every node's canary signs (an audit run), from its private log; what kept a node's signs out, as findings.
+
+    Only the canary record of each private log is used: the audit knows which way every canary
+    points, as the one-run audit's referee must, and reads no input or noise draw for it.
+    """
+    signs: dict[int, viewlog_pb2.CanaryCoins] = {}
+    problems: list[Finding] = []
+    for node in range(topology.n):
+        contents = _read_section(Path(rundir), node, "private", topology, problems)
+        if contents is None:
+            continue
+        records = contents.of_kind("canaries")
+        if len(records) != 1:
+            problems.append(Finding("error", "canary_signs", node,
+                                    f"its private log holds {len(records)} canary records, expected one"))
+            continue
+        signs[node] = records[0]
+    return signs, problems
 
 
 # --- reading one log -------------------------------------------------------------------------
@@ -215,12 +263,16 @@ def _index_log(
         if kind == "header" or kind not in auditor.public_records:
             odd("unexpected_record", f"a {kind} record in the public view log")
             continue
+        problem = stripping_problem(kind, entry, log.header.payloads_stripped)
+        if problem is not None:
+            odd("stripping_mismatch", f"{kind} record: {problem}; it is left out")
+            continue
         if kind == "rejected":
             log.rejected += 1
             log.records.append((kind, entry))
-            problem = _refusal_problem(log, entry, topology, auditor)
+            problem = _refusal_problem(log, entry, topology, auditor, anonymous)
             if problem is not None:
-                odd(*problem, "warning")
+                odd(*problem)
             continue
         if kind in ("sent", "received") and not entry.HasField("peer") and not (kind == "received" and anonymous):
             odd("anonymous_record", f"a {kind} record without its peer; it is left out")
@@ -237,7 +289,7 @@ def _index_log(
         if kind in ("sent", "received"):
             index = log.sent if kind == "sent" else log.received
             key = MessageKey.of(entry, peer)
-            if key in index and not (kind == "sent" and _tried_again(index[key], entry)):
+            if key in index and not _repeated(kind, index[key], entry):
                 odd("duplicate_record", f"{kind} record of {_describe(key, node, kind)} logged twice; the first counts")
                 continue
             index[key] = entry
@@ -250,24 +302,49 @@ def _index_log(
     return log
 
 
-def _tried_again(earlier: viewlog_pb2.MessageSent, later: viewlog_pb2.MessageSent) -> bool:
-    """A failed delivery sent again (a ring's successor that could not take the token yet): the later try counts."""
-    return not earlier.delivered and earlier.payload == later.payload
+def _repeated(kind: str, earlier: Any, later: Any) -> bool:
+    """The same message logged again, which adds nothing: a failed delivery sent again (a ring's successor that
+    could not take the token yet: the later try counts), or an answer without a value given again (an
+    initiator's `exchange.pending`, asked twice)."""
+    if kind == "sent":
+        return not earlier.delivered and earlier.payload == later.payload
+    return not carries_value(later.payload) and earlier == later
 
 
-def _refusal_problem(log: NodeLog, entry: viewlog_pb2.Rejected, topology: Topology,
-                     auditor: ProtocolAuditor) -> tuple[str, str] | None:
-    """Index a refused message whose value reached the node into its view; (kind, detail) if it cannot be."""
+def _refusal_problem(log: NodeLog, entry: viewlog_pb2.Rejected, topology: Topology, auditor: ProtocolAuditor,
+                     anonymous: bool) -> tuple[str, str, Severity] | None:
+    """Index a refused message whose value reached the node into its view; (kind, detail, severity) if it cannot be.
+
+    In a sender-anonymous view a refusal names no sender (-1): its value is keyed like an anonymous receive.
+    """
     if not carries_value(entry.payload):
         return None
     sender = int(entry.claimed_sender)
-    if sender not in topology.neighbours[log.node]:
-        return "refused_from_stranger", f"a refused value claims node {sender}, not a neighbour; it is left out"
+    peer = None if anonymous and sender == -1 else sender
+    if peer is not None and peer not in topology.neighbours[log.node]:
+        log.unaccounted.append(entry)
+        return ("refused_from_stranger", f"a refused value claims node {sender}, not a neighbour; no model of the "
+                "run accounts for it", "warning")
     problem = auditor.record_problem(topology, log.node, "rejected", entry)
     if problem is not None:
-        return "outside_protocol", f"refused value from node {sender}: {problem}; it is left out"
-    log.refused.setdefault(MessageKey.of(entry, sender), entry)
+        log.unaccounted.append(entry)
+        return ("outside_protocol", f"refused value from node {sender}: {problem}; no model of the run accounts for it",
+                "warning")
+    key = MessageKey.of(entry, peer)
+    taken = log.received.get(key) or log.refused.get(key)
+    if taken is not None and _digest_of(taken) != _digest_of(entry):
+        log.unaccounted.append(entry)
+        return ("equivocation", f"{key.describe(peer, log.node)} came again with another payload and was refused: "
+                "two values under one id, of which only the first is accounted", "error")
+    log.refused.setdefault(key, entry)
     return None
+
+
+def _digest_of(record: viewlog_pb2.MessageReceived | viewlog_pb2.Rejected) -> bytes:
+    """SHA-256 of a logged payload as it arrived (a refusal may keep only its start, and the digest of all of it)."""
+    if isinstance(record, viewlog_pb2.Rejected) and record.payload_sha256:
+        return record.payload_sha256
+    return digest(record.payload.data)
 
 
 def _describe(key: MessageKey, node: int, kind: str) -> str:
@@ -364,7 +441,7 @@ def _read_private(rundir: Path, topology: Topology, auditor: ProtocolAuditor,
             problems.append(Finding("error", "incomplete_private_log", node, f"private log holds {problem}"))
             continue
         stacked = np.array([from_tensor(value.value) for value in values]).reshape(
-            len(values), topology.protocol.dimension)  # a walk may never visit a node: no input at all
+            len(values), topology.protocol.vector_length)  # a walk may never visit a node: no input at all
         inputs[node] = stacked if auditor.input_every_step else stacked[0]
         draws[node] = noise
     return PrivateSection(inputs, draws)

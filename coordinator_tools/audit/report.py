@@ -5,7 +5,8 @@ planned transcript), so the planner (a schedule from the topology, no logs) and 
 (a replayed one) write the same document. The n(n - 1) pairs go to the pairs file
 (`pairs_file`: Parquet, written from the accountants' arrays); the document keeps what a reader needs
 without it: per-observer means, distributions of every column, and the worst pairs. Its `pairs`
-list holds every pair as an object (`{source, observer, exact: {rdp, eps, ...}, ldp: {...}, ...}`)
+list holds every pair as an object (`{source, observer, exact: {rdp, eps, ...}, ldp: {...}, ...}`; `exact`'s
+`rdp`/`eps` are the upper end of its interval, `rdp_lower`/`eps_lower` the lower)
 while that stays small (n <= 256), and the pairs of largest exact loss beyond. Figures and the
 HTML page are drawn from the document and the pairs file.
 """
@@ -23,7 +24,14 @@ import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from coordinator_tools.audit.attack import CONFIDENCE, resolution_limit
-from coordinator_tools.audit.checks import Check, paper_undercounts, undercount_ratio
+from coordinator_tools.audit.checks import (
+    PAPER_VARIANTS,
+    Check,
+    PaperVariant,
+    paper_undercounts,
+    paper_variants,
+    undercount_ratio,
+)
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.pairs_file import (
     BOOLEAN_COLUMNS,
@@ -42,14 +50,14 @@ from node.topology import Topology
 if TYPE_CHECKING:
     from coordinator_tools.audit.protocols.base import RealizedRun
 
-SCHEMA_VERSION = "netdp.audit.report/4"
+SCHEMA_VERSION = "netdp.audit.report/5"
 PAIRS_STEM = "pairs"
 # Pairs the summary lists by name: the largest exact losses, the largest paper undercounts.
 SHOWN_PAIRS = 20
 # Up to this n the document lists every pair as an object too (65,280 pairs at 256 nodes).
 INLINE_PAIRS_MAX_N = 256
 # The units of the pairs file's loss columns: `<column>_<unit>` becomes `{<column>: {<unit>: ...}}` in a pair object.
-PAIR_UNITS = ("rdp_upper", "eps_upper", "eps_lower", "rdp", "eps", "reconstructable", "ill_conditioned")
+PAIR_UNITS = ("rdp_upper", "eps_upper", "rdp_lower", "eps_lower", "rdp", "eps", "reconstructable", "ill_conditioned")
 QUANTILE_LEVELS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 SIMULATION_NOTE = (
     "noise came from the seeded simulation sampler: numbers describe an experiment, "
@@ -85,7 +93,7 @@ def build_report(
     """
     if losses.n != run.n:
         raise ValueError(f"losses are for {losses.n} nodes, the run for {run.n}")
-    undercounts = paper_undercounts(losses)
+    undercounts = {variant: paper_undercounts(losses, variant) for variant in paper_variants(losses)}
     table = pair_table(losses, hop_distances(run.topology), undercounts)
     document: dict[str, object] = {
         "schema": SCHEMA_VERSION,
@@ -113,6 +121,8 @@ def build_report(
         "summary": _summary(losses, table, undercounts, sampler_kinds),
         "checks": [check.to_json() for check in checks],
         "notes": list(losses.notes),
+        "column_definitions": dict(losses.definitions),
+        **({} if losses.assumptions is None else {"assumptions": losses.assumptions}),
     }
     clashes = sorted(set(extra or {}) & set(document))
     if clashes:
@@ -137,20 +147,24 @@ def write_report(report: Report, out_dir: Path, *, json_name: str = REPORT_FILE)
     return [json_path, *written]
 
 
-def pair_table(losses: PairwiseLosses, hops: np.ndarray, undercounts: np.ndarray) -> PairTable:
-    """Every column of the pairs file from the accountants' arrays (no copies of the loss matrices)."""
+def pair_table(losses: PairwiseLosses, hops: np.ndarray, undercounts: Mapping[PaperVariant, np.ndarray]) -> PairTable:
+    """Every column of the pairs file from the accountants' arrays (no copies of the loss matrices);
+    `undercounts` flags, per closed form the run has, the pairs where it is below the exact loss."""
     named: dict[str, np.ndarray | None] = {
         "hop_distance": hops,
         "paper_rdp": losses.paper_rdp, "paper_eps": losses.paper_eps,
         "exact_rdp": losses.exact_rdp, "exact_eps": losses.exact_eps,
         "exact_rdp_upper": losses.exact_rdp_upper, "exact_eps_upper": losses.exact_eps_upper,
+        "exact_rdp_lower": losses.exact_rdp_lower, "exact_eps_lower": losses.exact_eps_lower,
         "exact_reconstructable": losses.reconstructable, "exact_ill_conditioned": losses.ill_conditioned,
         "empirical_eps_lower": losses.empirical_eps_lower,
+        "model_attack_eps_lower": losses.model_attack_eps_lower,
         "ldp_rdp": losses.ldp_pairs("rdp"), "ldp_eps": losses.ldp_pairs("eps"),
-        "paper_undercounts": undercounts,
+        "paper_undercounts": undercounts["paper"],
         "paper_corrected_rdp": losses.paper_corrected_rdp, "paper_corrected_eps": losses.paper_corrected_eps,
-        **{f"{name}_{unit}": getattr(column, unit) for name, column in losses.columns.items()
-           for unit in ("rdp", "eps")},
+        "paper_corrected_undercounts": undercounts.get("paper_corrected"),
+        **{f"{name}_{unit}": array for name, column in losses.columns.items()
+           for unit, array in column.units().items()},
         **losses.facts,
     }  # fmt: skip
     order = [*PAIR_COLUMNS[2:], *(name for name in named if name not in PAIR_COLUMNS)]
@@ -233,11 +247,10 @@ def hop_distances(topology: Topology) -> np.ndarray:
     return shortest_path(graph, unweighted=True, directed=False)
 
 
-def _summary(losses: PairwiseLosses, table: PairTable, undercounts: np.ndarray,
+def _summary(losses: PairwiseLosses, table: PairTable, undercounts: Mapping[PaperVariant, np.ndarray],
              sampler_kinds: Mapping[int, str] | None) -> dict[str, object]:
     means = {unit: {name: observer_means(matrix) for name, matrix in _mean_columns(losses, unit).items()}
              for unit in ("rdp", "eps")}
-    ratio = undercount_ratio(losses)
     off_diagonal = ~np.eye(losses.n, dtype=bool)
     return {
         "exact_method": losses.exact_method,
@@ -252,37 +265,63 @@ def _summary(losses: PairwiseLosses, table: PairTable, undercounts: np.ndarray,
                 for name in ("exact_rdp_upper", "exact_eps_upper", "paper_rdp", "paper_eps")}}
             for u, v in _largest(losses.exact_eps_upper, off_diagonal & ~np.isnan(losses.exact_eps_upper))
         ],
-        "paper_undercounts": {
-            "count": int(np.count_nonzero(undercounts)),
-            "pairs": [
-                {"source": u, "observer": v, "exact_over_paper": json_number(ratio[u, v])}
-                for u, v in _largest(ratio, undercounts)
-            ],
-        },
+        "paper_conversion": losses.paper_conversion,
+        **{f"{variant}_undercounts": _undercount_summary(losses, variant, undercounts[variant], table)
+           if variant in undercounts else None for variant in PAPER_VARIANTS},
         "reconstructable_pairs": int(np.count_nonzero(losses.reconstructable)),
         "ill_conditioned_pairs": int(np.count_nonzero(losses.ill_conditioned)),
-        "attacked_pairs": _attacked_pairs(losses),
-        "empirical_limit": _empirical_limit(losses),
+        "attacked_pairs": _audited_pairs(losses.model_attack_eps_lower),
+        "model_attack_limit": _model_attack_limit(losses),
+        "canary_pairs": _audited_pairs(losses.empirical_eps_lower),
         "sampler": _sampler_summary(sampler_kinds),
+    }
+
+
+def _undercount_summary(losses: PairwiseLosses, variant: PaperVariant, below: np.ndarray,
+                        table: PairTable) -> dict[str, object]:
+    """Where one closed form is below the exact loss: how many pairs, the worst ones, and how many at each hop
+    distance (of how many pairs there)."""
+    ratio = undercount_ratio(losses, variant)
+    hops = np.asarray(table.columns["hop_distance"], dtype=float)
+    reachable = np.isfinite(hops) & ~np.eye(table.n, dtype=bool)
+    distance = hops[reachable].astype(np.int64)
+    pairs_at = np.bincount(distance)
+    below_at = np.bincount(distance, weights=below[reachable], minlength=pairs_at.size)
+    return {
+        "count": int(np.count_nonzero(below)),
+        "pairs": [{"source": u, "observer": v, "exact_over_paper": json_number(ratio[u, v])}
+                  for u, v in _largest(ratio, below)],
+        "by_hop_distance": [{"hop_distance": int(d), "count": int(below_at[d]), "of": int(pairs_at[d])}
+                            for d in np.flatnonzero(pairs_at)],
+        "exact_given": losses.exact_given,
+        "exact_is_bound": losses.exact_is_bound,
     }
 
 
 def _mean_columns(losses: PairwiseLosses, unit: str) -> dict[str, np.ndarray]:
     """The columns whose per-observer means the summary lists, in RDP or in ε at the report's δ."""
-    return {
+    corrected = getattr(losses, f"paper_corrected_{unit}")
+    columns = {
         "paper": getattr(losses, f"paper_{unit}"),
-        "exact": getattr(losses, f"exact_{unit}"),
+        **({} if corrected is None else {"paper_corrected": corrected}),
+        "exact": getattr(losses, f"exact_{unit}_upper"),
         "exact_upper": getattr(losses, f"exact_{unit}_upper"),
+        "exact_lower": getattr(losses, f"exact_{unit}_lower"),
         "ldp": losses.ldp_pairs(unit),
-        **{name: getattr(column, unit) for name, column in losses.columns.items()},
     }
+    for name, column in losses.columns.items():
+        upper = column.units().get(f"{unit}_upper")
+        if upper is not None:  # an estimate leads with the upper end of its interval
+            columns[f"{name}_upper"] = upper
+        columns[name] = getattr(column, unit)
+    return columns
 
 
-def _empirical_limit(losses: PairwiseLosses) -> dict[str, object] | None:
+def _model_attack_limit(losses: PairwiseLosses) -> dict[str, object] | None:
     """The largest ε the replay attack can certify with its replay count (None: no replay attack ran)."""
     if losses.attack_runs is None:
         return None
-    attacked = int(np.count_nonzero(~np.isnan(losses.empirical_eps_lower)))
+    attacked = _audited_pairs(losses.model_attack_eps_lower)
     return {"eps": json_number(resolution_limit(losses.attack_runs, losses.delta, attacked)),
             "replays": losses.attack_runs, "pairs": attacked, "confidence": CONFIDENCE}
 
@@ -328,9 +367,9 @@ def _hops(table: PairTable, u: int, v: int) -> int | None:
     return int(hops) if np.isfinite(hops) else None
 
 
-def _attacked_pairs(losses: PairwiseLosses) -> int:
-    empirical = losses.empirical_eps_lower
-    return 0 if empirical is None else int(np.count_nonzero(~np.isnan(empirical)))
+def _audited_pairs(column: np.ndarray | None) -> int:
+    """How many pairs a lower-bound column has a value for."""
+    return 0 if column is None else int(np.count_nonzero(~np.isnan(column)))
 
 
 def _max_mean(values: np.ndarray) -> dict[str, object]:

@@ -25,19 +25,32 @@ def reconstructed_sentence(report: Mapping[str, object]) -> str | None:
 
 
 def empirical_sentence(report: Mapping[str, object]) -> str | None:
-    """The attack's largest certified ε beside the largest any attack of its size could certify (None: no attack)."""
+    """The real run's canary bound, or the reason there is none; beside it the model attack, named as a self-check."""
     summary = report["summary"]
+    canaries = report.get("canaries")
+    if "replay" not in report:  # a plan: no run to test
+        text = ""
+    elif canaries is None:
+        text = ("Empirical: this run planted no canaries, so nothing here tests the real run's noise and messages "
+                "(audit a run made with `netdp run --canaries M`).")
+    elif summary["canary_pairs"] == 0:
+        text = f"Empirical: not computed ({canaries['reason']})."
+    else:
+        found = summary["pair_columns"].get("empirical_eps_lower", {}).get("max")
+        text = (f"Empirical lower bound from the run's own {canaries['canaries']} canaries per node, scored from each "
+                f"observer's logged view (every bound holding together at 95% confidence): largest ε "
+                f"{format_number(found)} over {summary['canary_pairs']} pairs; {canaries['canaries']} canaries can "
+                f"certify at most ε = {format_number(canaries['limit_eps'])} at δ = {report['delta']:g}.")
     attacked = summary["attacked_pairs"]
     if not attacked:
-        return None
-    found = summary["pair_columns"].get("empirical_eps_lower", {}).get("max")
-    text = (f"Empirical lower bound (attack, every bound holding together at 95% confidence): largest ε {format_number(found)} over {attacked} "
-            "attacked pairs")
-    limit = summary.get("empirical_limit")
+        return text or None
+    found = summary["pair_columns"].get("model_attack_eps_lower", {}).get("max")
+    text += (f"{' ' if text else ''}Model attack (a self-check of the arithmetic on the audit's own model, not a test of the run): "
+             f"largest ε {format_number(found)} over {attacked} pairs")
+    limit = summary.get("model_attack_limit")
     if limit is None:
         return text + "."
-    return (text + f" (this attack can certify at most ε = {format_number(limit['eps'])} with {limit['replays']} "
-            f"replays per hypothesis, at δ = {report['delta']:g}: a larger loss reads as that limit).")
+    return (text + f" (at most ε = {format_number(limit['eps'])} with {limit['replays']} replays per hypothesis).")
 
 
 def utility_sentence(report: Mapping[str, object]) -> str | None:
@@ -45,7 +58,8 @@ def utility_sentence(report: Mapping[str, object]) -> str | None:
     utility = report.get("utility")
     if utility is None:
         learning = any(key in report for key in LEARNING_KEYS)
-        return f"Utility: {NO_LEARNING_DATA}." if learning and "replay" in report else None
+        stripped = (report.get("payloads") or {}).get("stripped", False)  # no --data to ask for: see payloads_sentence
+        return f"Utility: {NO_LEARNING_DATA}." if learning and "replay" in report and not stripped else None
     if utility.get("per") == "coordinate":
         return _averaging(utility)
     metric = utility["metric"]
@@ -72,3 +86,51 @@ def _averaging(utility: Mapping[str, object]) -> str:
             f"{utility['truth']}): {format_number(utility['mse'])} per coordinate over {utility['nodes_scored']} "
             f"nodes, against {bound} and every node alone, keeping its own noisy input, {format_number(utility['local'])} "
             "(expected).")
+
+
+def payloads_sentence(report: Mapping[str, object]) -> str | None:
+    """What an audit of structure-only logs did not compute (None for an audit of full logs)."""
+    block = report.get("payloads")
+    if not block or not block["stripped"]:
+        return None
+    parts = "; ".join(f"the {item['name']} {item['kind']}" if item["kind"] != "check" else
+                      f"the check '{item['name']}'" for item in block["not_computed"])
+    return (f"Structure-only audit: {block['reason']}. The exact, paper, LDP and central columns are computed as "
+            f"from full logs; not computed: {parts}.")
+
+
+def paper_statement_sentence(report: Mapping[str, object]) -> str | None:
+    """Where the paper theorem's statement and its proof disagree (ring-histogram), the proof's value beside the
+    statement's and why the column is the proof's (None elsewhere)."""
+    paper = _token_walk(report).get("paper") or {}
+    stated = paper.get("stated")
+    if stated is None:
+        return None
+    split = paper["split"]
+    return (f"Paper column: {paper['theorem']}, ε' = {format_number(paper['eps'])} at δ = {report['delta']:g} (each "
+            f"window {format_number(split['window_eps'])} by Erlingsson et al.'s Cor. 9); the theorem as stated gives "
+            f"{format_number(stated['eps'])} at the same split. {stated['why_not_used']}.")
+
+
+def not_computed_sentence(report: Mapping[str, object]) -> str | None:
+    """How many pairs' exact loss an enumeration refused up front, and why (None when every pair was computed)."""
+    refused = _token_walk(report).get("exact_not_computed") or {}
+    if not refused.get("count"):
+        return None
+    return (f"Exact loss not computed for {refused['count']} of {refused['of']} pairs: each pair's enumeration, "
+            f"estimated before it started, would visit at least {format_number(refused['smallest_size'])} count "
+            f"vectors, over the limit of {format_number(refused['limit'])}; their exact values are null (not 0), "
+            "and the local-DP column still bounds them.")
+
+
+def _token_walk(report: Mapping[str, object]) -> Mapping[str, object]:
+    """A token walk's own block: `token_walk` in an audit, `plan` in a plan (empty for other protocols)."""
+    return report.get("token_walk") or report.get("plan") or {}
+
+
+def summary_sentences(report: Mapping[str, object]) -> list[str]:
+    """What the report shows, a sentence each, in the order the page and the console give them."""
+    sentences = [payloads_sentence(report), reconstructed_sentence(report),
+                 (report.get("combinations") or {}).get("sentence"), empirical_sentence(report),
+                 utility_sentence(report), paper_statement_sentence(report), not_computed_sentence(report)]
+    return [sentence for sentence in sentences if sentence]

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import refuse_process_options, run_virtual
+from node.breaks import Breaks
 from node.errors import ConfigError, NetdpError
 from node.topology import load_topology
 
@@ -65,15 +66,28 @@ def report_failures(result: ClusterResult) -> None:
         raise NetdpError(f"{len(lines)} node(s) failed; logs are in {result.rundir}\n  " + "\n  ".join(lines))
 
 
+def parse_break(spec: str) -> tuple[int, str]:
+    """'NODE:SPEC' -> (node, spec); the spec itself is checked by `node.breaks.Breaks.parsed`."""
+    node, sep, what = spec.partition(":")
+    if not sep or not node.isdigit() or not what:
+        raise argparse.ArgumentTypeError(f"expected NODE:SPEC, e.g. 3:noise-scale=0.25, got {spec!r}")
+    return int(node), what
+
+
 def options_from_args(args: argparse.Namespace) -> LaunchOptions:
     if args.seed is not None and args.sampler != "simulation":
         raise ConfigError("--seed only goes with --sampler simulation")
+    specs: dict[int, list[str]] = {}
+    for node, spec in args.breaks or ():
+        specs.setdefault(node, []).append(spec)
     return LaunchOptions(
         sampler=args.sampler,
         simulation_seed=args.seed,
         certs_dir=None if args.insecure else args.certs,
         kill_at_round=dict(args.kill or ()),
         timeout_s=args.timeout,
+        canaries=args.canaries,
+        breaks={node: Breaks.parsed(given) for node, given in specs.items()},
     )
 
 
@@ -90,6 +104,14 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fault injection: SIGKILL NODE's process (with every id it hosts) as the first "
                              "id it hosts starts ROUND (repeatable)")
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    parser.add_argument("--canaries", type=int, default=0, metavar="M",
+                        help="an audit run: every node plants M secret canaries (fair coins, logged privately) in M "
+                             "coordinates appended to its vectors, so that `netdp audit` tests the real run "
+                             "(its empirical column); RUNDIR's topology publishes M")
+    parser.add_argument("--break", type=parse_break, action="append", dest="breaks", metavar="NODE:SPEC",
+                        help="negative control for tests and demonstrations: NODE deliberately breaks privacy, "
+                             "SPEC one of noise-scale=F (noise at F times the published scale), skip-clip (no "
+                             "clipping), leak-raw (its contribution sent once more before any noise); repeatable")
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ import numpy as np
 from coordinator_tools.cluster.round_timing import round_completions, round_timing
 from coordinator_tools.datasets import node_data_file
 from node.agent_budget import BudgetRequest
+from node.breaks import Breaks
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
 from node.idset import describe_nodes, format_ids
@@ -40,6 +41,7 @@ POLL_INTERVAL_S = 0.2
 STDERR_FILE = "stderr.txt"
 RUN_SUMMARY_FILE = "run.json"
 TOPOLOGY_FILE = "topology.json"
+MIN_CANARIES = 2  # the one-run audit guesses at least one canary each way
 Flag = TypeVar("Flag")  # the value of a per-node process option
 
 
@@ -95,21 +97,40 @@ class LaunchOptions:
     # personalized CD: node -> its own budget, at most the published one (the same for every id of a process)
     budgets: Mapping[int, BudgetRequest] = field(default_factory=dict)
     timeout_s: float | None = None
+    # an audit run: canary coordinates every node plants (node.canaries), published in RUNDIR's topology
+    canaries: int = 0
+    # negative controls: node -> its deliberate bugs (node.breaks; the same for every id of a process)
+    breaks: Mapping[int, Breaks] = field(default_factory=dict)
 
 
 def node_log_dir(rundir: Path, node_id: int) -> Path:
     return Path(rundir) / f"node-{node_id}"
 
 
-def prepare_rundir(topology_path: Path, rundir: Path) -> Topology:
-    """Create RUNDIR with the topology actually used; refuse to mix two runs in one folder."""
-    topology = load_topology(topology_path)
+def prepare_rundir(topology_path: Path, rundir: Path, *, canaries: int = 0) -> Topology:
+    """Create RUNDIR with the topology actually used (publishing `canaries` for an audit run); refuse to mix
+    two runs in one folder."""
+    topology = with_canaries(load_topology(topology_path), canaries)
     rundir = Path(rundir)
     if rundir.exists() and any(rundir.iterdir()):
         raise ConfigError(f"{rundir} is not empty; choose a new --out folder for each run")
     rundir.mkdir(parents=True, exist_ok=True)
     save_topology(topology, rundir / TOPOLOGY_FILE)
     return topology
+
+
+def with_canaries(topology: Topology, canaries: int) -> Topology:
+    """The topology of an audit run whose nodes plant `canaries` canary coordinates (unchanged for 0)."""
+    if canaries == 0:
+        return topology
+    params = topology.protocol
+    if "canaries" not in type(params).model_fields:
+        raise ConfigError(f"--canaries: {params.name} has no vector coordinates a canary could ride on")
+    if canaries < MIN_CANARIES:
+        raise ConfigError(f"--canaries {canaries}: an audit needs at least {MIN_CANARIES} canaries to guess")
+    document = topology.model_dump()
+    document["protocol"]["canaries"] = canaries
+    return Topology.model_validate(document)
 
 
 def node_simulation_seed(options: LaunchOptions, node_id: int) -> int | None:
@@ -154,6 +175,9 @@ def hosting_command(rundir: Path, node_ids: tuple[int, ...], data_dir: Path, opt
 def _process_options(node_ids: tuple[int, ...], options: LaunchOptions) -> list[str]:
     """Fault injection and TLS options of the process hosting `node_ids`."""
     command: list[str] = []
+    breaks = options.breaks.get(node_ids[0])
+    if breaks is not None:
+        command += [argument for spec in breaks.specs() for argument in ("--break", spec)]
     kill_steps = [options.kill_at_round[v] for v in node_ids if v in options.kill_at_round]
     if kill_steps:
         command += ["--fault-kill-at-step", str(min(kill_steps))]
@@ -247,6 +271,8 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
                          "a finite factor > 0", 1.0)
     _check_per_process_option(topology, options.budgets, "an agent's own budget", lambda budget: budget.epsilon > 0.0,
                          "a budget with epsilon > 0", None)
+    _check_per_process_option(topology, options.breaks, "a deliberate break (--break)", lambda breaks: True, "", None)
+    with_canaries(topology, options.canaries)
     if options.certs_dir is not None:
         for v in range(topology.n):
             folder = Path(options.certs_dir) / f"node-{v}"
@@ -281,7 +307,7 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
                 on_progress: ProgressCallback | None = None) -> ClusterResult:
     """Run one process per address (its node ids) until all exit (or the timeout), then collect."""
     data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
-    topology = prepare_rundir(topology_path, rundir)
+    topology = prepare_rundir(topology_path, rundir, canaries=options.canaries)
     processes: dict[tuple[int, ...], subprocess.Popen] = {}
     deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
     timed_out = False

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from coordinator_tools.cluster.launch import (
     node_simulation_seed,
     prepare_rundir,
 )
+from node.breaks import Breaks
 from node.errors import ConfigError, NetdpError
 from node.host import NodeOutcome
 from node.noise import NodeSamplers, make_samplers
@@ -83,7 +85,7 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     """Run every node in this process until all finish (or the timeout), then collect as `run_cluster` does."""
     refuse_process_options(options)
     data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
-    prepare_rundir(topology_path, rundir)
+    prepare_rundir(topology_path, rundir, canaries=options.canaries)
     topology = load_topology(Path(rundir) / TOPOLOGY_FILE)  # what each node process would load
     load = protocol_spec(topology.protocol.name).load
     private_data = [load(data_files[v], topology.protocol) for v in range(topology.n)]
@@ -91,7 +93,7 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     network = virtual_network(topology)
     timeout_s = options.timeout_s or default_timeout(topology, network)
     settled, timed_out = asyncio.run(_run(topology, network, private_data, Path(rundir), samplers, timeout_s,
-                                          on_progress))
+                                          on_progress, options.breaks))
     result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
     result.nodes = [_node_result(Path(rundir), v, settled.get(v)) for v in range(topology.n)]
     _write_summary(result, options)
@@ -99,8 +101,8 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
 
 
 async def _run(topology: Topology, network: NetworkParams, private_data: list, rundir: Path,
-               samplers: list[NodeSamplers], timeout_s: float, on_progress: ProgressCallback | None
-               ) -> tuple[dict[int, object], bool]:
+               samplers: list[NodeSamplers], timeout_s: float, on_progress: ProgressCallback | None,
+               breaks: Mapping[int, Breaks]) -> tuple[dict[int, object], bool]:
     started = dict.fromkeys(range(topology.n), 0)
 
     async def step_started(node: int, step: int) -> None:
@@ -115,7 +117,7 @@ async def _run(topology: Topology, network: NetworkParams, private_data: list, r
     try:
         settled = await asyncio.wait_for(
             run_inprocess(topology, private_data, rundir, samplers.__getitem__, on_step=step_started,
-                          return_exceptions=True, network=network),
+                          return_exceptions=True, network=network, breaks=breaks),
             timeout_s)
         return settled, False
     except TimeoutError:

@@ -2,12 +2,14 @@
 
 A plan evaluation is one `auditor.plan(topology, PlanOptions(sigma, alpha, schedules))`; the
 number it bounds is Muffliato's mean rule, max_v (1/n) Σ_u ε_{u→v} (`summarize(eps, "mean")`), on
-the protocol's honest planned column: `exact_eps_upper` for Muffliato-GD (a Gaussian (ε, δ), the
-same at every Rényi order) and `ex_ante` for the random walk (amplification by iteration averaged
-over simulated walks, converted from one Rényi order α). The walk's order is chosen on quick plans
-(the planner's default number of simulated walks): σ is calibrated at the smallest order of ORDERS
-whose ε floor is at most half the target, and the order with the smallest mean at that σ is kept;
-σ is then calibrated at that order on as many walks as the audit's ex-ante column (same seed), so
+the protocol's honest planned column: `exact_eps_upper` for Muffliato-GD (the proven bound, each
+source's steps that reach the observer composed under the assumptions the report states, never the
+linearized value; a Gaussian (ε, δ), the same at every Rényi order) and `ex_ante` for the random
+walk (amplification by iteration averaged over simulated walks, proven under the same assumptions
+if every step is non-expansive, converted from one Rényi order α). The walk's order is chosen on quick plans
+(QUICK_WALKS simulated walks): σ is calibrated at the smallest order of ORDERS whose ε floor is at
+most half the target, and the order with the smallest mean at that σ is kept; σ is then calibrated
+at that order on the ex-ante column as the audit draws it (the same walks from the same seed), so
 the planned and the audited ex-ante columns are the same numbers.
 
 The search keeps a bracket [low (misses the target), high (meets it)] and steps by log-log
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from coordinator_tools.audit.conversion import rdp_to_epsilon
 from coordinator_tools.audit.plan import PlanOptions, summarize
 from coordinator_tools.audit.protocols import auditor_named
-from coordinator_tools.audit.protocols.rw_sgd.accountant import DEFAULT_WALKS as AUDIT_WALKS
+from coordinator_tools.audit.protocols.rw_sgd.accountant import DEFAULT_WALKS as QUICK_WALKS
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, CompareSetup, comparison_topology
 from node.errors import ConfigError
 
@@ -118,8 +120,8 @@ def calibrate(setup: CompareSetup, protocol: str, target: float) -> Calibration:
     if not feasible:
         raise ConfigError(f"no Renyi order up to {ORDERS[-1]:g} reaches mean eps {target:g} at delta "
                           f"{setup.delta:g}; raise the target")
-    quick, _ = smallest_sigma(lambda s: mean(s, feasible[0]), target, setup.sensitivity)
-    means = {alpha: mean(quick, alpha) for alpha in feasible}
+    quick, _ = smallest_sigma(lambda s: mean(s, feasible[0], QUICK_WALKS), target, setup.sensitivity)
+    means = {alpha: mean(quick, alpha, QUICK_WALKS) for alpha in feasible}
     best = min(means, key=means.__getitem__)
-    sigma, value = smallest_sigma(lambda s: mean(s, best, AUDIT_WALKS), target, quick)
+    sigma, value = smallest_sigma(lambda s: mean(s, best), target, quick)
     return Calibration(protocol, sigma, best, value, mean.evaluations, COLUMN[protocol])

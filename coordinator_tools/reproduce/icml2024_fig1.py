@@ -7,8 +7,9 @@ the mean pairwise loss by shortest path length: the walk leaks less than gossip 
 (and less than local DP even to neighbours) but decays more slowly with distance.
 
 Here each cell is `netdp compare`'s pipeline (`coordinator_tools.compare`: σ calibrated per
-protocol from plans, the same split, Δ = 2C/b and steps per node for both) with virtual runs in
-place of node processes; its comparison.json and figures are written per cell. The paper's data
+protocol from plans, the same split, Δ = 2C/b and steps per node for both; gossip on its exact
+column, a proven bound, the walk on its ex-ante column, proven for non-expansive steps) with
+virtual runs in place of node processes; its comparison.json and figures are written per cell. The paper's data
 (UCI Houses, 2048 users of 8 examples) is not bundled: both protocols learn scikit-learn's
 breast-cancer set instead, so the accuracies are compared by ordering, and only the calibrated
 mean ε (the target, data-independent) by value.

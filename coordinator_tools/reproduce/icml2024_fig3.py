@@ -10,8 +10,10 @@ figure has no numbers; its shape is measured here as Spearman rank correlations 
 netdp runs the walk for real (virtually, the `netdp demo --protocol rw-sgd` set-up: breast_cancer,
 b = 8, C = 1, σ = 2Δ, Metropolis transitions, at most 20 gradient steps per node; the sender kept
 anonymous, as Thm 3 assumes) and audits it.
-Thm 3 is a published bound; netdp's own columns (ex ante over simulated walks, exact on the walk
-that ran) are shown beside it, with the pairs where Thm 3 states less than the exact loss.
+Thm 3 is a published bound; netdp's own columns (ex ante over simulated walks; exact, the proven
+bound given the walk that ran; linearized, the same view with every gradient held fixed, no bound)
+are shown beside it, with the pairs where Thm 3 states less than the linearized value given the
+realized path (neither is a proven bound, and Thm 3 is ex ante over the walk: no verdict on the run).
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ ALPHA = 2.0  # the demo's order: σ_m = σ/Δ = 2 is the smallest multiplier at 
 KATZ_ALPHA = 0.1  # Katz's attenuation (networkx's default), below 1/λ_max = 0.148 of this graph's adjacency
 FULL_VISITS, QUICK_VISITS = 10, 2  # gradient steps per node on average: T = visits · n
 COLUMNS = {"paper": "Thm 3 (the paper's bound)", "ex_ante": "netdp ex ante (simulated walks)",
-           "exact": "netdp exact (the walk that ran)"}
-PAIR_COLUMNS = {"paper": "paper_rdp", "ex_ante": "ex_ante_rdp", "exact": "exact_rdp_upper"}  # from the pairs file
+           "exact": "netdp exact (the proven bound, given the walk that ran)",
+           "linearized": "netdp linearized (given the walk, gradients held fixed: no bound)"}
+PAIR_COLUMNS = {"paper": "paper_rdp", "ex_ante": "ex_ante_rdp", "exact": "exact_rdp_upper",
+                "linearized": "linearized_rdp_upper"}  # from the pairs file
 UNIT = f"RDP at alpha={ALPHA:g}"
+UNDER_LINEARIZED = ("pairs where Thm 3 (ex ante) states less than netdp's linearized value given the realized path "
+                    "(fraction; neither is a proven bound)")
 # Recorded in the setup: the one draw no --seed fixes.
 WALK_PATH_NOTE = ("the walk's path: every holder draws the next one from the OS CSPRNG (no seed exists to leak the "
                   "secret path), so the run's rows vary between runs of one --seed; Thm 3's graph-only rows do not")
@@ -103,9 +109,10 @@ def _rows(single: np.ndarray, losses: Mapping[str, np.ndarray], graph_communicab
                  note="the paper's bound for the run" if name == "paper" else "netdp's accounting of the same run")
              for name, label in COLUMNS.items()]
     return rows + [
-        Row("pairs where Thm 3 states less than netdp's exact loss (fraction)", None,
-            float(np.mean(losses["paper"][off] < losses["exact"][off])), "fraction",
-            note="a bound would have none; such pairs are shown, not hidden"),
+        Row(UNDER_LINEARIZED, None, float(np.mean(losses["paper"][off] < losses["linearized"][off])), "fraction",
+            note="not like for like and no verdict on the run: Thm 3 is ex ante over the walk, linearized is given "
+                 "the realized path (which the observer is not told) with every gradient held fixed, and neither "
+                 "is a proven bound; exact is, and Thm 3 below it is no evidence of an undercount"),
     ]
 
 
@@ -152,7 +159,8 @@ def _figure(losses: Mapping[str, np.ndarray], graph_communicability: np.ndarray,
         axis.set_ylabel("u (source)")
     off = ~np.eye(len(graph_communicability), dtype=bool)
     for name, style in (("paper", {"color": "tab:blue"}), ("ex_ante", {"color": "tab:orange"}),
-                        ("exact", {"color": "tab:green", "marker": "x"})):
+                        ("exact", {"color": "tab:green", "marker": "x"}),
+                        ("linearized", {"color": "tab:gray", "marker": "+"})):
         panels[2].scatter(graph_communicability[off], losses[name][off], s=8, alpha=0.6, label=COLUMNS[name],
                           **style)
     panels[2].set_xscale("log")
@@ -188,7 +196,8 @@ REPRODUCTION = Reproduction(
           "communicability, and a node's mean loss like its Katz centrality",
     run=run,
     full_scale=f"the 32-node Southern Women graph, one virtual random-walk DP-SGD run of T = {FULL_VISITS} x 32 steps "
-               "(the rw-sgd demo's set-up on breast_cancer, sender anonymous), audited (Thm 3, exact, ex ante); about a "
+               "(the rw-sgd demo's set-up on breast_cancer, sender anonymous), audited (Thm 3, exact, linearized, ex "
+               "ante); about a "
                "minute",
     quick_scale=f"the same graph and set-up with T = {QUICK_VISITS} x 32 steps",
 )

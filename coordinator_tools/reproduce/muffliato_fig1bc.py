@@ -11,7 +11,11 @@ comparison of the audit's `learning.schedule_comparison` and the utility, both F
 Here one virtual netdp run draws its step graphs as the paper's code does (totilas/muffliato,
 gd.py and private.py: T = 10 steps of size 0.7, q = ln(n)/n); its audit puts the realized
 schedule beside the same run planned on a fixed graph (its first connected step graph), and
-scores the run's models against a trusted aggregator and local DP on the same data. The paper's
+scores the run's models against a trusted aggregator and local DP on the same data. The paper
+accounts with every other gradient held fixed, so Fig. 1c's shape is measured on the audit's
+`linearized` column, which is that model and no bound on a run; the `exact` column, the proven
+bound (u's steps that reach v, composed), is reported beside it, and it does not amplify for
+pairs that u's steps reach at almost every step. The paper's
 data (binarized UCI Housing, n = 2000 and 4000) is not bundled: scikit-learn's breast-cancer
 set stands in, split across fewer nodes, with the minibatch, clip and noise of `netdp demo
 --protocol muffliato-gd`.
@@ -38,6 +42,10 @@ from node.topology import ErdosRenyiSchedule
 
 # gd.py: n_iter = 10 gradient steps, gamma = 0.7; private.py: a new gnp_random_graph(n, 1 * log(n) / n) per step.
 STEPS, LEARNING_RATE, ER_C = 10, 0.7, 1.0
+# The two columns Fig. 1c's rows are measured on, as the rows name them.
+LINEARIZED = "linearized (the paper's fixed-gradient model, no bound)"
+EXACT = "exact (the proven bound)"
+UNDER_LINEARIZED = "graphs drawn per step: pairs where Thm 6 is below the linearized value (neither is proven)"
 # `netdp demo --protocol muffliato-gd`'s task (LearningDemo): b = 16, C = 1, one example's privacy, sigma = 0.75.
 DATASET, BATCH, CLIP, SIGMA, ALPHA = "breast_cancer", 16, 1.0, 0.75, 2.0
 FULL_N, QUICK_N = 28, 16  # breast_cancer's 455 training examples give every node a whole minibatch up to n = 28
@@ -53,7 +61,7 @@ def run(ctx: Context) -> Outcome:
     write_minibatch_split(DATASET, BATCH, topology, data, seeds["data"])
     audit = audited_run(folder, topology, noise_seed=seeds["noise"], data=data)
     comparison, utility = audit.report["learning"]["schedule_comparison"], audit.report["utility"]
-    pairs = read_pairs(audit.path, ["paper_eps", "exact_eps_upper"])
+    pairs = read_pairs(audit.path, ["paper_eps", "exact_eps_upper", "linearized_eps_upper"])
     ldp_eps = float(audit.report["baselines"]["ldp"]["eps"])
     params = topology.protocol
     setup = {"n": n, "dataset": f"{DATASET} (scikit-learn, in place of the paper's binarized UCI Housing)",
@@ -86,34 +94,38 @@ def _topology(n: int, schedule_seed: int):
 
 
 def _privacy_rows(comparison: Mapping[str, Mapping], ldp_eps: float, central_eps: float) -> list[Row]:
-    """Fig. 1c (top): the pairwise ε of the drawn graphs against the fixed graph's, LDP and central DP."""
-    drawn, fixed = comparison["realized"]["eps"], comparison["planned"]["eps"]
-    unit = "eps (exact, upper end)"
-    return [
-        Row("graphs drawn per step: mean pairwise eps", None, drawn["mean"], unit, note="the audited run"),
-        Row("fixed graph: mean pairwise eps", None, fixed["mean"], unit,
-            note="the same run planned on its first connected step graph"),
-        Row("graphs drawn per step: spread of pairwise eps (std / mean)", None, drawn["std"] / drawn["mean"]),
-        Row("fixed graph: spread of pairwise eps (std / mean)", None, fixed["std"] / fixed["mean"]),
-        Row("spread, drawn / fixed (std ratio)", None, drawn["std"] / fixed["std"],
-            note="Fig. 1c (top), Remark 3: drawing the graph every step splits the loss more uniformly (< 1)"),
-        Row("graphs drawn per step: worst pair eps / LDP eps", None, drawn["max"] / ldp_eps,
-            note="Fig. 1c (top): the gains over LDP are clear with respect to all nodes (< 1)"),
-        Row("local DP eps", None, ldp_eps, unit, note="every step's noisy gradient seen directly"),
-        Row("central DP eps", None, central_eps, unit, note="a trusted aggregator with the same noise"),
+    """Fig. 1c (top): the pairwise ε of the drawn graphs against the fixed graph's, LDP and central DP, in the model
+    the paper draws (linearized), and the proven bound of the same run (exact)."""
+    rows = []
+    for column, label in (("linearized_eps", LINEARIZED), ("eps", EXACT)):
+        drawn, fixed = comparison["realized"][column], comparison["planned"][column]
+        unit = f"eps, {label}"
+        rows += [
+            Row(f"graphs drawn per step: mean pairwise eps, {label}", None, drawn["mean"], unit,
+                note="the audited run"),
+            Row(f"fixed graph: mean pairwise eps, {label}", None, fixed["mean"], unit,
+                note="the same run planned on its first connected step graph"),
+            Row(f"spread, drawn / fixed (std ratio), {label}", None, drawn["std"] / fixed["std"],
+                note="Fig. 1c (top), Remark 3: drawing the graph every step splits the loss more uniformly (< 1)"),
+            Row(f"graphs drawn per step: worst pair eps / LDP eps, {label}", None, drawn["max"] / ldp_eps,
+                note="Fig. 1c (top): the gains over LDP are clear with respect to all nodes (< 1)"),
+        ]
+    return rows + [
+        Row("local DP eps", None, ldp_eps, "eps", note="every step's noisy gradient seen directly"),
+        Row("central DP eps", None, central_eps, "eps", note="a trusted aggregator with the same noise"),
     ]
 
 
 def _bound_rows(pairs: Mapping[str, np.ndarray]) -> list[Row]:
-    """The paper's bound on the drawn graphs beside netdp's exact column: shown both where it undercounts."""
-    paper, exact = pairs["paper_eps"], pairs["exact_eps_upper"]
+    """The paper's bound on the drawn graphs beside netdp's linearized column, the model both hold fixed: where it is
+    below, Thm 6 undercounts that model; neither is a proven bound on the run, so this is no verdict on the run."""
+    paper, linearized = pairs["paper_eps"], pairs["linearized_eps_upper"]
     return [
         Row("graphs drawn per step: mean pairwise eps, paper bound", None, float(np.mean(paper)),
             "eps (Thm 6 on the realized graphs, summed over steps)",
             note=f"the audit's paper column; pairs {np.min(paper):.3g} to {np.max(paper):.3g}"),
-        Row("graphs drawn per step: pairs where the paper bound undercounts the exact loss", None,
-            float(np.mean(paper < exact * (1 - 1e-9))), "fraction of pairs",
-            note="a bound should undercount none; both are drawn"),
+        Row(UNDER_LINEARIZED, None, float(np.mean(paper < linearized * (1 - 1e-9))), "fraction of pairs",
+            note="Thm 6 against its own fixed-gradient model; neither is a proven bound on the run (exact is)"),
     ]
 
 
@@ -133,18 +145,22 @@ def _utility_rows(utility: Mapping[str, object]) -> list[Row]:
 
 def _figure(comparison: Mapping[str, Mapping], paper_quantiles: np.ndarray, utility: Mapping[str, object],
             ldp_eps: float, n: int) -> Figure:
-    """Left: the pairwise ε quantiles of both schedules (and the run's paper bound) against LDP; right: accuracy."""
+    """Left: the pairwise ε quantiles of both schedules in the paper's model (linearized), the run's proven bound
+    (exact) and paper bound, against LDP; right: accuracy."""
     figure = Figure(figsize=(12, 4.5))
     privacy, accuracy = figure.subplots(1, 2)
     levels = comparison["quantile_levels"]
     for side, label, colour in (("realized", "G(n, q) drawn every step (run)", "tab:purple"),
                                 ("planned", "fixed graph (planned)", "tab:gray")):
-        privacy.plot(levels, comparison[side]["eps"]["quantiles"], marker="o", color=colour, label=label)
+        privacy.plot(levels, comparison[side]["linearized_eps"]["quantiles"], marker="o", color=colour,
+                     label=f"{label}: linearized (no bound)")
+    privacy.plot(levels, comparison["realized"]["eps"]["quantiles"], marker="s", linestyle=":", color="tab:purple",
+                 label="G(n, q) drawn every step (run): exact, the proven bound")
     privacy.plot(levels, paper_quantiles, linestyle="--", color="tab:orange",
                  label="G(n, q) drawn every step: paper bound (Thm 6)")
     privacy.axhline(ldp_eps, color="black", linestyle="--", label="local DP")
     privacy.set_xlabel("quantile over the ordered pairs")
-    privacy.set_ylabel("pairwise eps (exact, upper end)")
+    privacy.set_ylabel("pairwise eps")
     privacy.set_title(f"Fig. 1c (top): pairwise losses, n = {n}")
     privacy.legend(fontsize=8)
     privacy.grid(True, alpha=0.3)
@@ -161,16 +177,19 @@ def _figure(comparison: Mapping[str, Mapping], paper_quantiles: np.ndarray, util
 
 
 def _summary(rows: list[Row]) -> str:
-    """Whether Fig. 1c holds: a tighter spread than the fixed graph, every pair below LDP, accuracy near central."""
+    """Whether Fig. 1c holds in the model it draws: a tighter spread than the fixed graph, every pair below LDP,
+    accuracy near central; and where the proven bound puts the worst pair."""
     measured = {row.quantity: row.measured for row in rows}
-    tighter = measured["spread, drawn / fixed (std ratio)"] < 1
-    below = measured["graphs drawn per step: worst pair eps / LDP eps"] < 1
+    tighter = measured[f"spread, drawn / fixed (std ratio), {LINEARIZED}"] < 1
+    below = measured[f"graphs drawn per step: worst pair eps / LDP eps, {LINEARIZED}"] < 1
+    proven = measured[f"graphs drawn per step: worst pair eps / LDP eps, {EXACT}"]
     gap = abs(measured["final accuracy, netdp run minus trusted aggregator"])
-    under = measured["graphs drawn per step: pairs where the paper bound undercounts the exact loss"]
-    return (f"Fig. 1c {'holds' if tighter and below else 'does not hold'} on netdp's run: graphs drawn every step "
-            f"{'narrow' if tighter else 'do not narrow'} the spread of pairwise losses against a fixed graph, the "
-            f"worst pair is {'below' if below else 'not below'} local DP, and the final accuracy is within {gap:.3f} "
-            f"of a trusted aggregator's; the paper's bound undercounts the exact loss for {under:.0%} of pairs.")
+    under = measured[UNDER_LINEARIZED]
+    return (f"Fig. 1c {'holds' if tighter and below else 'does not hold'} in the paper's fixed-gradient model "
+            f"(linearized, no bound on a run): graphs drawn every step {'narrow' if tighter else 'do not narrow'} the "
+            f"spread of pairwise losses against a fixed graph and the worst pair is {'below' if below else 'not below'}"
+            f" local DP; the proven bound (exact) puts the worst pair at {proven:.0%} of local DP. The final accuracy "
+            f"is within {gap:.3f} of a trusted aggregator's; Thm 6 is below its own model for {under:.0%} of pairs.")
 
 
 REPRODUCTION = Reproduction(

@@ -36,8 +36,8 @@ from node.protocols.ring_histogram import (
     calibrate_gamma,
     initial_elements,
     rr_epsilon,
-    thm2_conditions,
 )
+from node.protocols.ring_histogram_bound import corollary_conditions, proof_bound
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
@@ -212,7 +212,8 @@ def _token_sum_summary(topology: Topology) -> SummaryRows:
 
 
 def _histogram_defaults(fields: Fields, graph: GraphFacts) -> Fields:
-    """γ given, or calibrated by PAbD Thm 2 for --target-epsilon and --target-delta on this graph's n."""
+    """γ given, or calibrated by PAbD Thm 2's proof for the run's --target-epsilon and --target-delta on this
+    graph's n and the K cycles."""
     target = fields.get("target_epsilon"), fields.get("target_delta")
     if "gamma" in fields and target != (None, None):
         raise ConfigError("give --gamma or a target (--target-epsilon with --target-delta), not both")
@@ -222,18 +223,34 @@ def _histogram_defaults(fields: Fields, graph: GraphFacts) -> Fields:
         raise ConfigError("ring-histogram needs --gamma, or --target-epsilon with --target-delta for PAbD Thm 2")
     if "categories" not in fields:
         return fields  # the Params model names the missing --categories
-    return {**fields, "gamma": calibrate_gamma(graph.n, fields["categories"], *target)}
+    cycles = fields.get("cycles", _model_default(RingHistogramParams, "cycles"))
+    return {**fields, "gamma": calibrate_gamma(graph.n, fields["categories"], *target, cycles)}
 
 
 def _histogram_summary(topology: Topology) -> SummaryRows:
+    """γ's ε₀ and, for a target, Thm 2's bound by its proof with the split and every condition it tests."""
     protocol = topology.protocol
+    local = rr_epsilon(protocol.gamma, protocol.categories)
     rows: SummaryRows = [
         ("initial random elements ceil(gamma n)", initial_elements(protocol.gamma, topology.n)),
-        ("eps of RR_gamma, ln(1 + L(1-gamma)/gamma)", f"{rr_epsilon(protocol.gamma, protocol.categories):.6g}"),
+        ("eps0 of RR_gamma, ln(1 + L(1-gamma)/gamma)", f"{local:.6g}"),
     ]
-    if protocol.target_epsilon is not None:
-        rows += [(f"Thm 2: {condition.name}", "holds" if condition.holds else f"FAILS ({condition.detail})")
-                 for condition in thm2_conditions(topology.n, protocol.target_epsilon, protocol.target_delta)]
+    if protocol.target_epsilon is None:
+        return rows
+    bound = proof_bound(local, n=topology.n, cycles=protocol.cycles, delta=protocol.target_delta)
+    factor = f"{bound.amplification:.4g}" + (" (>= 1: the shuffle amplifies nothing at this n)"
+                                             if bound.amplification >= 1 else "")
+    rows += [
+        (f"Thm 2 by its proof: eps' of K = {protocol.cycles} windows at delta = {bound.delta:g}",
+         f"{bound.epsilon:.6g} (target {protocol.target_epsilon:g})"),
+        ("each window by Cor. 9: eps_w = 12 eps0 sqrt(ln(1/delta_w)/n)",
+         f"{bound.window_epsilon:.6g} at delta_w = {bound.window_delta:.4g}, delta' = {bound.delta_prime:.4g}"),
+        ("Cor. 9's factor 12 sqrt(ln(1/delta_w)/n)", factor),
+        *((f"Cor. 9: {condition.name}", f"{'holds' if condition.holds else 'FAILS'} ({condition.detail})")
+          for condition in corollary_conditions(topology.n, local, bound.window_delta)),
+        ("Thm 2 as stated, same split (not used)",
+         f"eps' = {bound.stated_epsilon:.6g}: its gamma formula swaps Cor. 9's eps0 and eps"),
+    ]
     return rows
 
 
@@ -330,9 +347,10 @@ PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
             CYCLES,
             Option("--gamma", "gamma", "probability that randomized response RR_gamma replaces a node's answer by a "
                    "uniform category (or a Thm 2 target)", float),
-            Option("--target-epsilon", "target_epsilon", "epsilon for which PAbD Thm 2 calibrates gamma from n "
-                   "(with --target-delta)", float),
-            Option("--target-delta", "target_delta", "delta of the Thm 2 calibration (with --target-epsilon)", float),
+            Option("--target-epsilon", "target_epsilon", "epsilon of the whole run (K windows composed) for which "
+                   "PAbD Thm 2's proof calibrates gamma from n (with --target-delta)", float),
+            Option("--target-delta", "target_delta", "delta of that target, below 1/100 (with --target-epsilon)",
+                   float),
             ALPHA,
         ),
         derive=_histogram_defaults,

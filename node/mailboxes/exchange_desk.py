@@ -11,17 +11,25 @@ the desk is its implementation, and knows nothing of gRPC:
   and aborts if it cannot be reached.
 
 Every decision is idempotent by exchange id: a retried commit or abort changes nothing.
+An exchange id is "<initiator>-<initiator's sequence>", and every message of the exchange
+carries that sequence: a proposal, commit or abort that does not is refused. A status
+question is answered to the exchange's peer only, with what the exchange owes it (the
+decision and, on a commit, the value the commit carries); anyone else is refused. Every
+reply that leaves the desk is logged as sent before it leaves and as received (or refused)
+where it arrives; a decision the desk cannot take (an abort of an exchange it never
+accepted, a second commit) is refused, so the receiver logs it with its payload.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
+from netdp.v1 import viewlog_pb2
 from node.delivery import CustodyDelivery, Outbox
 from node.journal import REPLY, Journal, exchange_record, received_record, sent_record
 from node.message import Message, MessageId
@@ -37,6 +45,7 @@ STATUS = "exchange.status"  # Call, no payload; the reply's kind is the decision
 COMMITTED = "exchange.committed"  # reply to STATUS, payload: the initiator's value before the exchange
 ABORTED = "exchange.aborted"
 PENDING = "exchange.pending"
+STATUS_ANSWERS = frozenset({COMMITTED, ABORTED, PENDING})  # each carries the exchange's MessageId
 
 Outcome = Literal["committed", "declined", "aborted"]
 Combine = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -44,22 +53,40 @@ Combine = Callable[[np.ndarray, np.ndarray], np.ndarray]
 STATUS_ATTEMPTS = 3
 
 
+def exchange_id_of(initiator: int, sequence: int) -> str:
+    """The id of the exchange `initiator` proposes at its local `sequence`."""
+    return f"{initiator}-{sequence}"
+
+
 @dataclass(frozen=True)
 class Pending:
     """An exchange this node accepted as responder and whose decision it awaits."""
 
-    exchange_id: str
+    proposal: MessageId  # the initiator's sequence number and the exchange id
     initiator: int
-    sequence: int
+    sequence: int  # this node's
+
+    @property
+    def exchange_id(self) -> str:
+        return self.proposal.exchange_id
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What the initiator decided, kept to answer status questions."""
+    """Where an exchange this node proposed stands, kept to answer its peer's status questions."""
 
-    committed: bool
+    peer: int
     message_id: MessageId  # the initiator's sequence number and the exchange id
-    value_before: np.ndarray  # the initiator's value that the peer averages with
+    committed: bool | None = None  # None: the peer's answer is awaited
+    value_before: np.ndarray = field(default_factory=lambda: np.zeros(0))  # what the peer averages with
+
+    def answer(self) -> Message:
+        """The reply to the peer's status question: the decision, with the value its commit carries."""
+        if self.committed is None:
+            return Message(PENDING, self.message_id)
+        if not self.committed:
+            return Message(ABORTED, self.message_id)
+        return Message(COMMITTED, self.message_id, self.value_before)
 
 
 class ExchangeDesk:
@@ -79,9 +106,9 @@ class ExchangeDesk:
         self._state = asyncio.Lock()  # guards the desk's records against concurrent handlers
         self._pending: Pending | None = None
         self._settled: dict[str, bool] = {}  # responder: exchange id -> committed?
-        self._decisions: dict[str, Decision] = {}  # initiator: exchange id -> decision
-        self._undecided: str | None = None  # initiator: the exchange awaiting its peer's answer
+        self._decisions: dict[str, Decision] = {}  # initiator: exchange id -> where it stands
         self._doubt: asyncio.Task | None = None
+        self._questions: set[asyncio.Task] = set()  # status questions asked, whose answers are still being taken
         self.committed = self.declined = self.aborted = 0
 
     def open(self, value: np.ndarray) -> None:
@@ -96,24 +123,24 @@ class ExchangeDesk:
             if before is not None:
                 await before()
             self.sequence += 1
-            exchange_id = f"{self.node_id}-{self.sequence}"
+            exchange_id = exchange_id_of(self.node_id, self.sequence)
             message_id = MessageId(sequence=self.sequence, exchange_id=exchange_id)
-            self._undecided = exchange_id
+            self._decisions[exchange_id] = Decision(peer, message_id)
             await self._journal.write(exchange_record(exchange_id, peer, self.sequence, "initiator", "proposed"))
             try:
                 reply = await self._outbox.call(peer, Message(PROPOSE, message_id), self._timeout_s,
                                                 reply_dimension=self.value.size)
             except LinkError as exc:
                 return await self._abort(peer, message_id, f"no answer: {exc}")
+            if not _answers(reply, message_id, self.value.size):
+                reason = f"unexpected answer {reply.kind!r} for exchange {reply.id.exchange_id!r}"
+                await self._journal.refused_reply(peer, reply, reason, kept_elements=self.value.size)
+                return await self._abort(peer, message_id, reason)
             if reply.kind == DECLINE:
-                self._decide(message_id, False)
+                self._decide(exchange_id, False)
                 await self._journal.write(exchange_record(exchange_id, peer, self.sequence, "initiator", "declined"))
                 self.declined += 1
                 return "declined"
-            if reply.kind != ACCEPT or reply.id.exchange_id != exchange_id or reply.payload.size != self.value.size:
-                reason = f"unexpected answer {reply.kind!r} for exchange {reply.id.exchange_id!r}"
-                await self._journal.refused_reply(peer, reply, reason)
-                return await self._abort(peer, message_id, reason)
             before_value = self.value
             after = self._combine(before_value, reply.payload)
             await self._journal.write(
@@ -121,44 +148,54 @@ class ExchangeDesk:
                 exchange_record(exchange_id, peer, self.sequence, "initiator", "committed", value_after=after))
             self.value = after
             self.committed += 1
-            self._decide(message_id, True, before_value)
+            self._decide(exchange_id, True, before_value)
             await self._outbox.deliver(peer, Message(COMMIT, message_id, before_value), self._delivery,
                                        self._timeout_s)
             return "committed"
 
     async def _abort(self, peer: int, message_id: MessageId, reason: str) -> Outcome:
         """Decide abort, log it, and tell the peer (it may have accepted and lost our answer)."""
-        self._decide(message_id, False)
+        self._decide(message_id.exchange_id, False)
         await self._journal.write(
             exchange_record(message_id.exchange_id, peer, self.sequence, "initiator", "aborted", reason=reason))
         self.aborted += 1
         await self._outbox.deliver(peer, Message(ABORT, message_id), self._delivery, self._timeout_s)
         return "aborted"
 
-    def _decide(self, message_id: MessageId, committed: bool, value_before: np.ndarray | None = None) -> None:
-        self._decisions[message_id.exchange_id] = Decision(
-            committed, message_id, np.zeros(0) if value_before is None else value_before)
-        self._undecided = None
+    def _decide(self, exchange_id: str, committed: bool, value_before: np.ndarray | None = None) -> None:
+        decision = self._decisions[exchange_id]
+        self._decisions[exchange_id] = replace(
+            decision, committed=committed, value_before=np.zeros(0) if value_before is None else value_before)
 
     async def answer_status(self, sender: int, message: Message) -> Message:
-        """Handler of STATUS: this initiator's decision on one of its exchanges."""
-        exchange_id = message.id.exchange_id
-        decision = self._decisions.get(exchange_id)
-        if decision is None:
-            kind = PENDING if exchange_id == self._undecided else ABORTED  # never proposed: presumed abort
-            return Message(kind, message.id)
-        return Message(COMMITTED if decision.committed else ABORTED, decision.message_id,
-                       decision.value_before if decision.committed else np.zeros(0))
+        """Handler of STATUS: this initiator's decision on an exchange it proposed to the asker.
+
+        The answer carries nothing the asker's own exchange does not owe it, and is logged as sent
+        before it leaves; a question about anybody else's exchange is refused.
+        """
+        decision = self._decisions.get(message.id.exchange_id)
+        if decision is None or decision.peer != sender:
+            raise Refusal("PERMISSION_DENIED", f"node {sender} asks about an exchange this node did not propose "
+                                               "to it", names_sender=True)
+        answer = decision.answer()
+        await self._journal.write(sent_record(sender, answer, REPLY))
+        return answer
 
     # --- responder -----------------------------------------------------------------------
 
     async def on_propose(self, sender: int, message: Message) -> Message:
         """Handler of PROPOSE: accept (reply with our value) or decline while busy."""
         exchange_id = message.id.exchange_id
+        if exchange_id != exchange_id_of(sender, message.id.sequence):
+            raise Refusal("INVALID_ARGUMENT", f"a proposal of node {sender} at its sequence {message.id.sequence} "
+                                              f"is exchange {exchange_id_of(sender, message.id.sequence)!r}",
+                          names_sender=True)
         async with self._state:
             pending = self._pending
             if pending is not None and pending.exchange_id == exchange_id:  # a retried proposal
-                return Message(ACCEPT, MessageId(sequence=pending.sequence, exchange_id=exchange_id), self.value)
+                reply = Message(ACCEPT, MessageId(sequence=pending.sequence, exchange_id=exchange_id), self.value)
+                await self._journal.write(sent_record(sender, reply, REPLY))
+                return reply
             if exchange_id in self._settled:
                 raise Refusal("ALREADY_EXISTS", f"exchange {exchange_id} is already settled here")
             if self._busy.locked() or self.value is None:
@@ -169,7 +206,7 @@ class ExchangeDesk:
                 return Message(DECLINE, message.id)
             await self._busy.acquire()
             self.sequence += 1
-            self._pending = Pending(exchange_id, sender, self.sequence)
+            self._pending = Pending(message.id, sender, self.sequence)
             reply = Message(ACCEPT, MessageId(sequence=self.sequence, exchange_id=exchange_id), self.value)
             await self._journal.write(exchange_record(exchange_id, sender, self.sequence, "responder", "accepted"),
                                       sent_record(sender, reply, REPLY))
@@ -178,36 +215,48 @@ class ExchangeDesk:
 
     async def on_commit(self, sender: int, message: Message) -> None:
         """Handler of COMMIT: apply the average of the exchange we accepted."""
-        await self._settle(sender, message, committed=True, reason="")
+        await self._settle(sender, message, reason="")
 
     async def on_abort(self, sender: int, message: Message) -> None:
         """Handler of ABORT: the initiator gave up; our value stays."""
-        await self._settle(sender, message, committed=False, reason="the initiator aborted")
+        await self._settle(sender, message, reason="the initiator aborted")
 
-    async def _settle(self, sender: int, message: Message, *, committed: bool, reason: str) -> None:
-        """Close the pending exchange once, as the initiator decided; later copies are refused."""
-        exchange_id = message.id.exchange_id
+    async def _settle(self, sender: int, message: Message, *, reason: str) -> None:
+        """Close the pending exchange once, as the initiator decided: `message` is its delivered decision or its
+        answer to our status question (logged as received). Anything else is refused."""
         async with self._state:
             pending = self._pending
-            if pending is None or pending.exchange_id != exchange_id or pending.initiator != sender:
-                settled = self._settled.get(exchange_id)
-                if settled is None and not committed:
-                    return  # an abort of an exchange we never accepted: nothing to undo
-                if settled is None or settled != committed:
-                    raise Refusal("FAILED_PRECONDITION", f"exchange {exchange_id} is not pending here")
-                raise Refusal("ALREADY_EXISTS", f"exchange {exchange_id} is already settled here")
-            records = []
-            after = None
-            if committed:
-                after = self._combine(self.value, message.payload)
-                records.append(received_record(sender, message))
-            records.append(exchange_record(exchange_id, sender, pending.sequence, "responder",
-                                           "committed" if committed else "aborted", reason=reason,
-                                           value_after=after))
-            await self._journal.write(*records)
-            if after is not None:
-                self.value = after
-            self._finish(pending, committed)
+            refusal = self._refusal(pending, sender, message)
+            if refusal is not None:
+                raise refusal
+            committed = message.kind in (COMMIT, COMMITTED)
+            logged = [received_record(sender, message)] if committed or message.kind in STATUS_ANSWERS else []
+            await self._close(pending, message.payload if committed else None, reason, logged)
+
+    def _refusal(self, pending: Pending | None, sender: int, message: Message) -> Refusal | None:
+        """Why `message` cannot settle the pending exchange, or None."""
+        exchange_id = message.id.exchange_id
+        if pending is not None and pending.exchange_id == exchange_id and pending.initiator == sender:
+            if message.id.sequence != pending.proposal.sequence:
+                return Refusal("INVALID_ARGUMENT", f"the decision on exchange {exchange_id} carries initiator "
+                                                   f"sequence {message.id.sequence}, its proposal "
+                                                   f"{pending.proposal.sequence}")
+            return None
+        settled = self._settled.get(exchange_id)
+        if settled is None or settled != (message.kind in (COMMIT, COMMITTED)):
+            return Refusal("FAILED_PRECONDITION", f"exchange {exchange_id} is not pending here")
+        return Refusal("ALREADY_EXISTS", f"exchange {exchange_id} is already settled here")
+
+    async def _close(self, pending: Pending, initiator_value: np.ndarray | None, reason: str,
+                     logged: list[viewlog_pb2.Record]) -> None:
+        """Log and apply the decision on `pending` (committed: `initiator_value` given), under the state lock."""
+        after = None if initiator_value is None else self._combine(self.value, initiator_value)
+        await self._journal.write(*logged, exchange_record(
+            pending.exchange_id, pending.initiator, pending.sequence, "responder",
+            "aborted" if after is None else "committed", reason=reason, value_after=after))
+        if after is not None:
+            self.value = after
+        self._finish(pending, after is not None)
 
     def _finish(self, pending: Pending, committed: bool) -> None:
         self._settled[pending.exchange_id] = committed
@@ -222,32 +271,68 @@ class ExchangeDesk:
         self._busy.release()
 
     async def _resolve_doubt(self, pending: Pending) -> None:
-        """Ask the initiator for its decision if none came in time; abort if it cannot be reached."""
-        failures = 0
-        while True:
+        """Ask the initiator for its decision if none came in time; abort if it cannot be reached.
+
+        An initiator that gives no usable answer is asked again, up to STATUS_ATTEMPTS times; one
+        still undecided, until it decides. Asking is shielded from this task's cancellation (the
+        decision itself arrived): an answer on its way is still logged.
+        """
+        failures, failure = 0, ""
+        while failures < STATUS_ATTEMPTS:
             await asyncio.sleep(2 * self._timeout_s)
-            query = Message(STATUS, MessageId(sequence=pending.sequence, exchange_id=pending.exchange_id))
-            try:
-                answer = await self._outbox.call(pending.initiator, query, self._timeout_s,
-                                                 reply_dimension=self.value.size)
-            except LinkError as exc:
-                failures += 1
-                if failures < STATUS_ATTEMPTS:
-                    continue
-                answer = Message(ABORTED, query.id)
-                reason = f"the initiator cannot be reached ({exc.code}); its decision is unknown"
-            else:
-                reason = "the initiator aborted"
-            if answer.kind == PENDING:
-                continue
-            settle = Message(COMMIT if answer.kind == COMMITTED else ABORT, answer.id, answer.payload)
-            try:
-                await self._settle(pending.initiator, settle, committed=answer.kind == COMMITTED, reason=reason)
-            except Refusal:
-                pass  # the decision arrived meanwhile
-            return
+            question = asyncio.ensure_future(self._ask(pending))
+            self._questions.add(question)
+            question.add_done_callback(self._questions.discard)
+            failure = await asyncio.shield(question)
+            if failure is None:
+                return
+            failures += bool(failure)
+        async with self._state:
+            if self._pending is pending:
+                await self._close(pending, None, failure, [])
+
+    async def _ask(self, pending: Pending) -> str | None:
+        """Ask the initiator once and take its answer, which is logged whatever becomes of it: received, or
+        refused (malformed, or after the decision itself came). None once the exchange is settled; else why
+        not: "" while the initiator is undecided, or why no usable answer came."""
+        initiator, dimension = pending.initiator, self.value.size
+        query = Message(STATUS, MessageId(sequence=pending.sequence, exchange_id=pending.exchange_id))
+        try:
+            answer = await self._outbox.call(initiator, query, self._timeout_s, reply_dimension=dimension)
+        except LinkError as exc:
+            return f"the initiator cannot be reached ({exc.code}); its decision is unknown"
+        if not _answers_status(answer, pending, dimension):
+            failure = f"the initiator's answer {answer.kind!r} to the status question is refused"
+            await self._journal.refused_reply(initiator, answer, failure, kept_elements=dimension)
+            return failure
+        if answer.kind == PENDING:
+            await self._journal.write(received_record(initiator, answer))
+            return ""
+        try:
+            await self._settle(initiator, answer, reason="the initiator aborted")
+        except Refusal as refusal:  # the decision arrived meanwhile
+            await self._journal.refused_reply(initiator, answer, refusal.detail, kept_elements=dimension,
+                                              status_code=refusal.code)
+        return None
 
     async def drain(self) -> None:
-        """Wait until no exchange is in doubt (before the node writes its output)."""
+        """Wait until no exchange is in doubt and every answer to a status question is logged (before the node
+        writes its output)."""
         async with self._busy:
-            return
+            pass
+        await asyncio.gather(*self._questions)
+
+
+def _answers(reply: Message, proposal: MessageId, dimension: int) -> bool:
+    """Whether `reply` declines `proposal` or accepts it (with the responder's value and sequence number)."""
+    if reply.id.exchange_id != proposal.exchange_id:
+        return False
+    if reply.kind == DECLINE:
+        return reply.payload.size == 0
+    return reply.kind == ACCEPT and reply.payload.size == dimension and reply.id.sequence >= 1
+
+
+def _answers_status(answer: Message, pending: Pending, dimension: int) -> bool:
+    """Whether `answer` is the initiator's decision on `pending`: its id, and the value only with a commit."""
+    return (answer.kind in STATUS_ANSWERS and answer.id == pending.proposal
+            and answer.payload.size == (dimension if answer.kind == COMMITTED else 0))

@@ -85,15 +85,17 @@ class RoundBarrier:
         async with self._changed:
             if (sender in self._values.get(round_index, {}) or sender in self._logging.get(round_index, ())
                     or (sender, round_index) in self._used):
-                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}")
+                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}",
+                              names_sender=True)
             if round_index < self._open_round:
                 # Only a sender that was dropped hears this: it tells it not to wait for this node.
                 raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round}) "
-                              f"and node {sender} was dropped from it")
+                              f"and node {sender} was dropped from it", names_sender=True)
             if round_index > self._open_round + self._window:
                 raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
             if sender not in self._neighbours_of_round(round_index):
-                raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}")
+                raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}",
+                              names_sender=True)
             self._logging[round_index].add(sender)
         logged = False
         try:

@@ -7,8 +7,9 @@ A received token is logged, its payload and a `received` custody record durable 
 before the handler returns, that is before the sender's delivery is acknowledged: custody
 passes only once the receiver holds the token durably. Under one lock, an incoming token is
 
-* acknowledged again, not taken twice, when this node already took that (token id, hop)
-  (a retried forward whose acknowledgement was lost);
+* acknowledged again, not taken twice, when this node already took that (token id, hop) with
+  the same payload (a retried forward whose acknowledgement was lost); another payload under
+  a hop already taken is refused, and so logged with that payload;
 * refused as stale when its hop is not newer than the last this node saw of the token,
   received or forwarded;
 * refused when this node holds the token and has not forwarded it: one holder at a time;
@@ -67,7 +68,8 @@ class TokenSlot:
         self._arrivals: asyncio.Queue[Token] = asyncio.Queue()
         self._held: dict[str, Token] = {}  # token id -> the token, in custody here and not in transit
         self._last_hop: dict[str, int] = {}  # token id -> the newest hop seen here, received or forwarded
-        self._taken: set[tuple[str, int]] = set()  # (token id, hop) of every token logged as received
+        # (token id, hop) -> digest of the payload of every token logged as received
+        self._taken: dict[tuple[str, int], bytes] = {}
 
     async def handle(self, sender: int | None, message: Message) -> None:
         """The mailbox's handler: take custody of a new hop, acknowledge a copy, refuse a stale one.
@@ -80,8 +82,11 @@ class TokenSlot:
         if self._admit is not None:
             self._admit(sender, message.id)
         async with self._lock:
-            if (token_id, hop) in self._taken:
+            taken = self._taken.get((token_id, hop))
+            if taken == message.digest:
                 return
+            if taken is not None:
+                raise Refusal("ALREADY_EXISTS", f"hop {hop} of the token was taken here with another payload")
             last = self._last_hop.get(token_id)
             if last is not None and hop <= last:
                 # The details leave out the token id (the sender's, of any length; the rejected record has it).
@@ -90,7 +95,7 @@ class TokenSlot:
                 raise Refusal("FAILED_PRECONDITION", f"the token is in custody here at hop {self._held[token_id].hop}")
             await self._journal.write(received_record(sender, message), token_record(token_id, hop, RECEIVED, sender))
             token = Token(token_id, hop, message.payload, sender)
-            self._taken.add((token_id, hop))
+            self._taken[(token_id, hop)] = message.digest
             self._last_hop[token_id] = hop
             self._held[token_id] = token
             self._arrivals.put_nowait(token)

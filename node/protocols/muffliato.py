@@ -48,9 +48,9 @@ class MuffliatoNode:
 
     async def run(self) -> NodeOutput:
         context, params = self._context, self._context.params
-        clipped, was_clipped = clip_to_ball(self._value, params.sensitivity / 2.0)
-        await context.private_input(clipped, was_clipped)
-        noisy = await context.noise.gaussian(clipped, params.sigma, step=0, purpose=NOISE_PURPOSE)
+        clipped, was_clipped = clip_to_ball(self._value, context.clip_bound(params.sensitivity / 2.0))
+        contribution = await context.contribution(clipped, was_clipped, sensitivity=params.sensitivity)
+        noisy = await context.noise.gaussian(contribution, params.sigma, step=0, purpose=NOISE_PURPOSE)
         omega = chebyshev_omega(context.topology.spectral_gap) if params.accelerated else None
         estimate = await run_gossip(noisy, range(params.rounds), context.topology.weight_row(context.node_id),
                                     context.node_id, self._exchange, omega)

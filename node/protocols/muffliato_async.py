@@ -12,8 +12,9 @@ Commit rule (initiator decides, presumed abort):
    point), applies the average, then delivers `exchange.commit` with its own value; the
    responder logs it, `committed`, applies the average and unlocks. An initiator that gets
    no reply logs `aborted` and delivers `exchange.abort`;
-4. a responder left in doubt asks the initiator (`exchange.status`); if the initiator
-   cannot be reached it aborts.
+4. a responder left in doubt asks the initiator (`exchange.status`), which answers the
+   exchange's peer only, with its decision and, on a commit, the value its commit carries
+   (the answer logged at both ends); if the initiator cannot be reached it aborts.
 The desk that implements this rule is `node.mailboxes.exchange_desk`; this module is the
 clock, the choice of peer and the stopping rule (a node that has made its ticks tells its
 neighbours `done` and keeps answering until each of them is done or dead). The one window this cannot close, an initiator that dies
@@ -102,9 +103,9 @@ class MuffliatoAsyncNode:
 
     async def run(self) -> NodeOutput:
         context, params = self._context, self._context.params
-        clipped, was_clipped = clip_to_ball(self._value, params.sensitivity / 2.0)
-        await context.private_input(clipped, was_clipped)
-        self._desk.open(await context.noise.gaussian(clipped, params.sigma, step=0, purpose=NOISE_PURPOSE))
+        clipped, was_clipped = clip_to_ball(self._value, context.clip_bound(params.sensitivity / 2.0))
+        contribution = await context.contribution(clipped, was_clipped, sensitivity=params.sensitivity)
+        self._desk.open(await context.noise.gaussian(contribution, params.sigma, step=0, purpose=NOISE_PURPOSE))
         await context.wait_for_peers(context.neighbours(), context.network.startup_deadline_s)
         ticks = await self._tick()
         await context.broadcast(context.neighbours(), Message(DONE, MessageId()),
@@ -134,7 +135,7 @@ class MuffliatoAsyncNode:
 
     async def _on_done(self, sender: int, message: Message) -> None:
         if sender in self._finished:
-            raise Refusal("ALREADY_EXISTS", f"node {sender} already said it is done")
+            raise Refusal("ALREADY_EXISTS", f"node {sender} already said it is done", names_sender=True)
         await self._context.journal.received(sender, message)
         self._finished.add(sender)
         self._news.set()

@@ -63,14 +63,15 @@ class MuffliatoGDNode:
         # Every node the schedule may pair this one with must be up before step 0's graph is used.
         await context.wait_for_peers(topology.neighbours[node], context.network.startup_deadline_s)
         omega = chebyshev_omega(topology.spectral_gap) if params.accelerated else None
-        model = np.zeros(params.dimension)
+        model = np.zeros(params.vector_length)
         for step in range(params.steps):
             await context.step_started(step)
             x, y = self._data.batch(step, params.batch)
-            gradient = clipped_gradient(params.task, model, x, y, clip=params.clip,
-                                        regularization=params.regularization)
-            await context.private_input(gradient.value, gradient.clipped > 0)
-            noisy = await context.noise.gaussian(gradient.value, params.sigma, step=step, purpose=NOISE_PURPOSE)
+            gradient = clipped_gradient(params.task, model[: params.dimension], x, y,
+                                        clip=context.clip_bound(params.clip), regularization=params.regularization)
+            contribution = await context.contribution(gradient.value, gradient.clipped > 0,
+                                                      sensitivity=params.sensitivity)
+            noisy = await context.noise.gaussian(contribution, params.sigma, step=step, purpose=NOISE_PURPOSE)
             first = step * params.gossip_rounds
             model = await run_gossip(model - params.learning_rate * noisy,
                                      range(first, first + params.gossip_rounds),

@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from node.learning import Adjacency, Task, derived_sensitivity
 
+# Canaries are public in number only: which way each one points is the planting node's secret (node.canaries).
+# An ordinary run (0) publishes none, so its topology file and digest are what they were before canaries existed.
+CANARIES_DESCRIPTION = ("canary coordinates appended to every vector (an audit run: each node plants one secret "
+                        "fair coin per coordinate there, see `netdp run --canaries`); 0 in an ordinary run")
+
 
 class NoisyVectorParams(BaseModel):
     """What every noisy-averaging protocol publishes: noise, sensitivity, order, dimension."""
@@ -20,6 +25,12 @@ class NoisyVectorParams(BaseModel):
     sensitivity: float = Field(gt=0.0, description="l2 sensitivity; inputs are clipped to norm sensitivity/2")
     alpha: float = Field(gt=1.0, description="Renyi order used in reports")
     dimension: int = Field(ge=1, description="length D of every node's vector")
+    canaries: int = Field(0, ge=0, description=CANARIES_DESCRIPTION, exclude_if=lambda count: count == 0)
+
+    @property
+    def vector_length(self) -> int:
+        """Length of every vector the protocol sends: the D data coordinates, then the canary coordinates."""
+        return self.dimension + self.canaries
 
 
 class LearningParams(NoisyVectorParams):

@@ -27,6 +27,14 @@ With `epsilon` unset the agent runs non-private CD: no noise, no budget, T_i upd
 An agent stops after T_i updates or when its budget is spent, whichever comes first, and outputs
 its last model.
 
+An audit run (`canaries` M > 0, `node.canaries`) appends M canary coordinates to every model: the
+gradient is computed on the p data coordinates, the agent's canaries of magnitude L₀/m_i (half its
+l1 sensitivity 2L₀/m_i) follow it, the Laplace noise covers all p + M coordinates and update (6),
+coordinate-wise linear, carries them along, so every broadcast is p + M long. The warm start is
+another mechanism with another sensitivity: its release carries no canaries, only its Laplace
+noise, in the canary coordinates. Non-private CD plants them too (no noise hides them: the audit
+shows it). A restarted agent plants the signs its private log holds.
+
 A killed agent restarted on its log folder (`netdp-node --resume`, `ProtocolSpec.resumable`) goes
 on from what its view log holds (`node.agent_progress`): its ledger counts every logged spend, its
 model is its last logged broadcast, its mailbox holds the neighbour models it had logged, and it
@@ -54,6 +62,7 @@ from node.mailboxes.latest_value import Latest
 from node.message import Message, MessageId
 from node.personalized import AgentProblem
 from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.params import CANARIES_DESCRIPTION
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
@@ -83,6 +92,7 @@ class PersonalizedCDParams(BaseModel):
 
     name: Literal["personalized-cd"] = "personalized-cd"
     dimension: int = Field(ge=1, description="p: length of every agent's model")
+    canaries: int = Field(0, ge=0, description=CANARIES_DESCRIPTION, exclude_if=lambda count: count == 0)
     task: Task = Field("logistic", description="the local loss: logistic regression (labels ±1) or least squares")
     mu: float = Field(gt=0.0, description="μ: weight of the local losses against the graph term of objective (2)")
     lipschitz: float = Field(1.0, gt=0.0, description="L₀: every example's loss gradient is clipped to l1 norm L₀")
@@ -129,6 +139,11 @@ class PersonalizedCDParams(BaseModel):
             if self.regularization == 0.0:
                 raise ValueError("a private warm start needs lambda_i > 0: its sensitivity is L0 / (m_i lambda_i)")
         return self
+
+    @property
+    def vector_length(self) -> int:
+        """Length of every model an agent broadcasts: the p data coordinates, then the canary coordinates."""
+        return self.dimension + self.canaries
 
     @property
     def private(self) -> bool:
@@ -214,7 +229,7 @@ class PersonalizedCDNode:
         self._context = context
         params = context.params
         self._problem = AgentProblem.of(params, context.topology, context.node_id, local)
-        self._models = context.latest_values(MODEL)
+        self._models = context.latest_values(MODEL, last_sequence=context.topology.protocol.releases)
         logged = context.journal.resumed  # a restarted agent's own view log, read back
         self._resumed = None if logged is None else read_progress(logged, MODEL)
         for sender, latest in () if self._resumed is None else self._resumed.received:
@@ -226,7 +241,7 @@ class PersonalizedCDNode:
             self._ledger = BudgetLedger(context.journal, *budget)
         else:
             self._ledger = BudgetLedger.resumed(context.journal, *budget, self._resumed.spends)
-        self._initial = np.zeros(params.dimension)
+        self._initial = np.zeros(params.vector_length)
 
     async def run(self) -> NodeOutput:
         context, params = self._context, self._context.params
@@ -253,10 +268,11 @@ class PersonalizedCDNode:
         epsilon = context.params.warm_start_epsilon
         if epsilon is None:
             return self._initial
-        local = self._problem.local_model()
+        local = self._initial.copy()  # no canaries: only the warm start's noise in their coordinates
+        local[: context.params.dimension] = self._problem.local_model()
         scale, spent = context.noise.laplace_scale(self._problem.warm_start_sensitivity, epsilon)
         await self._ledger.spend(0, spent)
-        await context.private_input(local, False)
+        await context.journal.private_input(local, False)
         theta = await context.noise.laplace(local, scale, step=0, purpose=WARM_START_PURPOSE)
         await self._broadcast(theta, 0)
         return theta
@@ -280,23 +296,23 @@ class PersonalizedCDNode:
                                 LatestValueDelivery(), context.network.round_deadline_s)
 
     async def _update(self, theta: np.ndarray, step: int) -> np.ndarray:
-        """Update (6) at this wake-up; in the private variant the spend is logged before the noise is drawn."""
-        context = self._context
+        """Update (6) at this wake-up; in the private variant the spend is logged before the noise is drawn.
+
+        The gradient reads the data coordinates only, so the canary coordinates never reach the data ones."""
+        context, params, problem = self._context, self._context.params, self._problem
         inputs = self._models.snapshot()
-        gradient, clipped = self._problem.gradient(theta)
-        noisy = gradient
+        gradient, clipped = problem.gradient(theta[: params.dimension], context.clip_bound(params.lipschitz))
         if self._ledger is None:
             await context.journal.write(inputs_record(step, inputs))
-            await context.private_input(gradient, clipped > 0)
+            noisy = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)
         else:
-            params = context.params
             epsilon = params.step_epsilon(context.node_id, step, context.topology.n)
-            scale, spent = context.noise.laplace_scale(self._problem.sensitivity, epsilon)
+            scale, spent = context.noise.laplace_scale(problem.sensitivity, epsilon)
             await self._ledger.spend(params.warm_start_releases + step, spent, alongside=(inputs_record(step, inputs),))
-            await context.private_input(gradient, clipped > 0)
-            noisy = await context.noise.laplace(gradient, scale, step=step, purpose=NOISE_PURPOSE)
-        neighbours = {peer: inputs[peer].value if peer in inputs else self._initial for peer in self._problem.weights}
-        return self._problem.update(theta, neighbours, noisy)
+            contribution = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)
+            noisy = await context.noise.laplace(contribution, scale, step=step, purpose=NOISE_PURPOSE)
+        neighbours = {peer: inputs[peer].value if peer in inputs else self._initial for peer in problem.weights}
+        return problem.update(theta, neighbours, noisy)
 
 
 SPEC = ProtocolSpec(PROTOCOL_NAME, PersonalizedCDParams, PersonalizedCDNode, load=load_agent_data, resumable=True)

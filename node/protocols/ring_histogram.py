@@ -13,16 +13,16 @@ After the K·n-th contribution node n − 1 holds τ and sends it round once mor
 token (ring-sum's custody, deadlines and farewell). Every node outputs the debiased estimate
 (`debiased`) of the number of nodes holding each category.
 
-γ is published directly, or chosen for a target (ε, δ) by PAbD Thm 2 (`thm2_gamma`): the
-topology commands calibrate it from n, and a topology whose γ does not match its target is
-refused when loaded.
+γ is published directly, or calibrated for a target (ε, δ) of the whole run by PAbD Thm 2 as its
+proof supports (`calibrate_gamma`, `ring_histogram_bound`): the topology commands calibrate it
+from n and K, and a topology whose γ does not match its target is refused when loaded.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -32,6 +32,7 @@ from node.errors import ConfigError
 from node.mailboxes.token_slot import Token
 from node.protocols import ring_sum
 from node.protocols.base import ProtocolSpec
+from node.protocols.ring_histogram_bound import MAX_LOCAL_EPSILON, MAX_WINDOW_DELTA, MIN_REPORTS, proof_bound
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
@@ -43,14 +44,6 @@ INIT_PURPOSE = "init"  # the m uniform elements node 0 starts the token with (st
 GAMMA_RTOL = 1e-12  # a published γ matches its target's calibration to within this
 
 
-class Thm2Condition(NamedTuple):
-    """One condition of PAbD Thm 2 (or of the shuffling result its proof uses) for given n, ε, δ."""
-
-    name: str
-    holds: bool
-    detail: str
-
-
 def rr_epsilon(gamma: float, categories: int) -> float:
     """ε of RR_γ over L categories: ln(1 + L(1−γ)/γ) (∞ at γ = 0: the truth is told, no privacy)."""
     if not 0.0 <= gamma <= 1.0:
@@ -58,47 +51,32 @@ def rr_epsilon(gamma: float, categories: int) -> float:
     return math.inf if gamma == 0.0 else math.log1p(categories * (1.0 - gamma) / gamma)
 
 
-def thm2_local_epsilon(n: int, epsilon: float, delta: float) -> float:
-    """ε₀ = 12 ε √(ln(1/δ)/n): the LDP level Thm 2 asks of RR_γ so that n shuffled answers are (ε, δ)-DP."""
-    return 12.0 * epsilon * math.sqrt(math.log(1.0 / delta) / n)
+def calibrate_gamma(n: int, categories: int, epsilon: float, delta: float, cycles: int) -> float:
+    """The smallest γ (least randomization) whose Thm 2 bound, by its proof, is (ε, δ) for the whole run of K
+    cycles at its best δ split, with ε₀ < 1/2 as Cor. 9 needs; ConfigError (one line) when none exists here.
 
+    Bisected on γ itself, so that the audit's `proof_bound` of the γ published is at most ε, not ε up to rounding.
+    """
+    if not epsilon > 0.0 or not 0.0 < delta < MAX_WINDOW_DELTA:
+        raise ConfigError(f"a ring-histogram target needs target_epsilon > 0 and target_delta in (0, 1/100) (each "
+                          f"window's delta below Cor. 9's 1/100), got {epsilon:g} and {delta:g}")
+    if n < MIN_REPORTS:
+        raise ConfigError(f"PAbD Thm 2 cannot promise epsilon = {epsilon:g} at delta = {delta:g} on {n} nodes: its "
+                          f"proof's Cor. 9 needs n >= {MIN_REPORTS} answers per window; pass --gamma to choose the "
+                          "randomization directly")
 
-def thm2_gamma(n: int, epsilon: float, delta: float, categories: int) -> float:
-    """PAbD Thm 2's γ = L / (exp(12 ε √(ln(1/δ)/n)) + L − 1), i.e. RR_γ is ε₀-LDP (`thm2_local_epsilon`)."""
-    if n < 1 or categories < 2 or not epsilon > 0.0 or not 0.0 < delta < 1.0:
-        raise ValueError(f"Thm 2 needs n >= 1, L >= 2, epsilon > 0 and delta in (0, 1); got n = {n}, "
-                         f"L = {categories}, epsilon = {epsilon}, delta = {delta}")
-    return categories / (math.exp(thm2_local_epsilon(n, epsilon, delta)) + categories - 1)
+    def meets(gamma: float) -> bool:
+        local = rr_epsilon(gamma, categories)
+        return local < MAX_LOCAL_EPSILON and proof_bound(local, n=n, cycles=cycles, delta=delta).epsilon <= epsilon
 
-
-def thm2_conditions(n: int, epsilon: float, delta: float) -> tuple[Thm2Condition, ...]:
-    """Thm 2's stated conditions (ε < 1/2, δ ∈ (0, 1/100), n > 1000) and Erlingsson et al.'s ε₀ < 1/2,
-    which its proof applies to RR_γ (Thm 4 there; n ≥ 100 follows from n > 1000)."""
-    local = thm2_local_epsilon(n, epsilon, delta) if 0.0 < delta < 1.0 and n >= 1 else math.nan
-    return (
-        Thm2Condition("epsilon < 1/2", bool(epsilon < 0.5), f"epsilon = {epsilon:g}"),
-        Thm2Condition("delta in (0, 1/100)", bool(0.0 < delta < 0.01), f"delta = {delta:g}"),
-        Thm2Condition("n > 1000", n > 1000, f"n = {n}"),
-        Thm2Condition("eps0 = 12 eps sqrt(ln(1/delta)/n) < 1/2 (shuffling, Erlingsson et al. Cor. 9)",
-                      bool(local < 0.5), f"eps0 = {local:.4g}"),
-    )
-
-
-def calibrate_gamma(n: int, categories: int, epsilon: float, delta: float) -> float:
-    """γ for a target (ε, δ) by Thm 2; ConfigError (one line) when Thm 2 cannot promise that target here."""
-    if not epsilon > 0.0 or not 0.0 < delta < 1.0:
-        raise ConfigError(f"a ring-histogram target needs epsilon > 0 and delta in (0, 1), got epsilon = "
-                          f"{epsilon:g}, delta = {delta:g}")
-    failing = [condition for condition in thm2_conditions(n, epsilon, delta) if not condition.holds]
-    if failing:
-        why = "; ".join(f"{condition.name} fails ({condition.detail})" for condition in failing)
-        raise ConfigError(f"PAbD Thm 2 cannot promise epsilon = {epsilon:g} at delta = {delta:g} on {n} nodes: "
-                          f"{why}; pass --gamma to choose the randomization directly")
-    gamma = thm2_gamma(n, epsilon, delta, categories)
-    if not gamma < 1.0:
+    low, high = 0.0, 1.0  # meets(1.0): every answer random, ε₀ = 0
+    while math.nextafter(low, high) < high:
+        middle = (low + high) / 2
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    if not high < 1.0:
         raise ConfigError(f"epsilon = {epsilon:g} calibrates gamma to 1 in floating point: every answer would be "
                           "random and the histogram could not be debiased")
-    return gamma
+    return high
 
 
 def initial_elements(gamma: float, n: int) -> int:
@@ -130,7 +108,8 @@ class RingHistogramParams(BaseModel):
     cycles: int = Field(1, ge=1, description="K: times the token goes round the ring")
     gamma: float = Field(ge=0.0, lt=1.0, description="γ: probability that RR_γ replaces an answer by a uniform "
                                                      "category (0: the truth, no privacy)")
-    target_epsilon: float | None = Field(None, gt=0.0, description="the ε that γ was calibrated for by Thm 2")
+    target_epsilon: float | None = Field(None, gt=0.0, description="the ε' of the whole run (K windows composed) "
+                                         "that γ was calibrated for by Thm 2's proof")
     target_delta: float | None = Field(None, gt=0.0, lt=1.0, description="the δ of that calibration")
     alpha: float = Field(2.0, gt=1.0, description="Renyi order used in reports")
 
@@ -143,6 +122,15 @@ class RingHistogramParams(BaseModel):
     @property
     def dimension(self) -> int:
         """The token's length: one count per category."""
+        return self.categories
+
+    @property
+    def canaries(self) -> int:
+        """Randomized response over categories has no real coordinate a canary could ride on."""
+        return 0
+
+    @property
+    def vector_length(self) -> int:
         return self.categories
 
     @property
@@ -164,14 +152,16 @@ class RingHistogramParams(BaseModel):
 
 
 def check_topology(topology: Topology) -> None:
-    """The public ring (as ring-sum's), and a γ that is its published target's Thm 2 calibration."""
+    """The public ring (as ring-sum's), and a γ that is its published target's calibration by Thm 2's proof."""
     ring_sum.check_graph(topology)
     params: RingHistogramParams = topology.protocol
     if params.target_epsilon is not None:
-        expected = thm2_gamma(topology.n, params.target_epsilon, params.target_delta, params.categories)
+        expected = calibrate_gamma(topology.n, params.categories, params.target_epsilon, params.target_delta,
+                                   params.cycles)
         if not math.isclose(params.gamma, expected, rel_tol=GAMMA_RTOL):
-            raise ValueError(f"gamma {params.gamma!r} is not Thm 2's {expected!r} for epsilon "
-                             f"{params.target_epsilon:g}, delta {params.target_delta:g}, n = {topology.n}")
+            raise ValueError(f"gamma {params.gamma!r} is not Thm 2's {expected!r} (by its proof) for epsilon "
+                             f"{params.target_epsilon:g}, delta {params.target_delta:g}, n = {topology.n}, "
+                             f"K = {params.cycles}")
 
 
 def load_category(path: Path, params: Any) -> int:

@@ -153,7 +153,7 @@ class RingTokenNode:
 
     async def _initial_value(self) -> np.ndarray:
         """The token's value as node 0 originates it."""
-        return np.zeros(self._context.params.dimension)
+        return np.zeros(self._context.params.vector_length)
 
     async def _contribute(self, token: Token, visit: int) -> np.ndarray:
         """The token's value once this node's contribution at `visit` is in."""
@@ -170,7 +170,7 @@ class RingTokenNode:
         def admit(sender: int | None, message_id: MessageId) -> None:
             if sender != predecessor:
                 raise Refusal("PERMISSION_DENIED", f"the ring passes tokens to node {self._node} from node "
-                                                   f"{predecessor} only, not from node {sender}")
+                                                   f"{predecessor} only, not from node {sender}", names_sender=True)
             if message_id.hop not in hops or message_id.token_id != token_id:
                 raise Refusal("FAILED_PRECONDITION", f"hop {message_id.hop} of the token is not node "
                                                      f"{self._node}'s to hold on this ring")

@@ -90,7 +90,7 @@ class RwSgdNode:
         context, params = self._context, self._context.params
         deadline = Deadline.for_run(params, context.network, context.topology.n)
         await context.step_started(0)
-        model, held, visits, passes = np.zeros(params.dimension), None, 0, 0
+        model, held, visits, passes = np.zeros(params.vector_length), None, 0, 0
         if context.node_id == START:
             await context.wait_for_peers(context.neighbours(), context.network.startup_deadline_s)
             held = self._slot.originate(MODEL_TOKEN_ID, model)
@@ -115,12 +115,12 @@ class RwSgdNode:
     async def _step(self, model: np.ndarray, visit: int) -> np.ndarray:
         """θ − γ(g + η) with this node's gradient, or θ − γη past its cap; the draw is logged privately."""
         context, params = self._context, self._context.params
-        gradient = np.zeros(params.dimension)
+        gradient = np.zeros(params.vector_length)
         if params.contributes(visit):
             x, y = self._data.batch(visit, params.batch)
-            step = clipped_gradient(params.task, model, x, y, clip=params.clip, regularization=params.regularization)
-            gradient = step.value
-            await context.private_input(gradient, step.clipped > 0)
+            step = clipped_gradient(params.task, model[: params.dimension], x, y,
+                                    clip=context.clip_bound(params.clip), regularization=params.regularization)
+            gradient = await context.contribution(step.value, step.clipped > 0, sensitivity=params.sensitivity)
         noisy = await context.noise.gaussian(gradient, params.sigma, step=visit, purpose=NOISE_PURPOSE)
         return model - params.learning_rate * noisy
 

@@ -146,15 +146,15 @@ class Contributor:
 
     def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
         self._context = context
-        self._input, self._clipped = clip_to_ball(value, context.params.sensitivity / 2.0)
+        self._input, self._clipped = clip_to_ball(value, context.clip_bound(context.params.sensitivity / 2.0))
 
     async def add(self, token: np.ndarray, sigma: float | None, visit: int) -> np.ndarray:
         """τ + x_u (+ N(0, σ² I) unless `sigma` is None); the input and the draw go to the private log."""
         context = self._context
-        await context.private_input(self._input, self._clipped)
+        contribution = await context.contribution(self._input, self._clipped, sensitivity=context.params.sensitivity)
         if sigma is None:
-            return token + self._input
-        return token + await context.noise.gaussian(self._input, sigma, step=visit, purpose=NOISE_PURPOSE)
+            return token + contribution
+        return token + await context.noise.gaussian(contribution, sigma, step=visit, purpose=NOISE_PURPOSE)
 
 
 async def hand_on_drawn(slot: TokenSlot, token: Token, value: np.ndarray, weights: Mapping[int, float], *,

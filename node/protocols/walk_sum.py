@@ -112,7 +112,7 @@ class WalkSumNode:
         held: Token | None = None
         if context.node_id == START:
             await context.wait_for_peers(self._others(), context.network.startup_deadline_s)
-            held = self._slot.originate(SUM_TOKEN_ID, np.zeros(params.dimension))
+            held = self._slot.originate(SUM_TOKEN_ID, np.zeros(params.vector_length))
         visits = passes = 0
         while True:
             if held is None:

@@ -109,7 +109,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     if not chunk.HasField("envelope"):
                         await self._refuse(None, None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
                     envelope = chunk.envelope
-                    routed = await self._hosted.admit(envelope, identity)
+                    routed = await self._hosted.admit(envelope, identity, chunk.data)
                 elif chunk.HasField("envelope"):
                     await self._refuse(routed, envelope, "INVALID_ARGUMENT",
                                        "only the first chunk may carry an envelope")

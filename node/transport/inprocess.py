@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from netdp.v1 import peer_pb2
+from node.breaks import Breaks
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import GaussianSampler, NodeSamplers
 from node.receiver import Receiver
@@ -69,13 +71,15 @@ async def run_inprocess(
     on_step: NodeStepHook | None = None,
     return_exceptions: bool = False,
     network: NetworkParams | None = None,
+    breaks: Mapping[int, Breaks] = MappingProxyType({}),
 ) -> dict[int, NodeOutcome]:
     """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>.
 
     `sampler_for(v)` gives node v's Gaussian sampler, or all its samplers (`make_samplers`) as a
     networked node has them. With `return_exceptions`, a node whose run raises does not stop the
     others: its entry in the result is the exception (as a node process would exit on its own).
-    `network`: the deadlines every node keeps, if not the published ones.
+    `network`: the deadlines every node keeps, if not the published ones; `breaks`: deliberate bugs
+    of some nodes (negative controls).
     """
     running = [v for v in range(topology.n) if v not in absent]
     hosts: dict[int, NodeHost] = {}
@@ -88,12 +92,12 @@ async def run_inprocess(
 
     for v in running:
         samplers = sampler_for(v)
-        gaussian, randomized_response, laplace = (
-            (samplers.gaussian, samplers.randomized_response, samplers.laplace)
-            if isinstance(samplers, NodeSamplers) else (samplers, None, None))
+        gaussian, randomized_response, laplace, coins = (
+            (samplers.gaussian, samplers.randomized_response, samplers.laplace, samplers.coins)
+            if isinstance(samplers, NodeSamplers) else (samplers, None, None, None))
         hosts[v] = NodeHost(topology, v, values[v], gaussian, Path(log_root) / f"node-{v}", link_factory(v),
                             on_step=step_hook(v), randomized_response=randomized_response, network=network,
-                            laplace=laplace)
+                            laplace=laplace, coins=coins, breaks=breaks.get(v, Breaks()))
     try:
         outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:

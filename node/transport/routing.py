@@ -39,8 +39,10 @@ class HostedReceivers:
         """Byte length of the largest valid payload (one topology: the same for every hosted id)."""
         return next(iter(self._receivers.values())).payload_bytes
 
-    async def admit(self, envelope: peer_pb2.Envelope, identity: frozenset[int] | None) -> tuple[int, Receiver]:
-        """The receiving id and its Receiver, once the caller may send this envelope; log and raise on refusal."""
+    async def admit(self, envelope: peer_pb2.Envelope, identity: frozenset[int] | None,
+                    arrived: bytes = b"") -> tuple[int, Receiver]:
+        """The receiving id and its Receiver, once the caller may send this envelope; log and raise on refusal
+        (`arrived`: the payload bytes that came with the envelope, kept in a refusal when they are all of it)."""
         node_id, receiver = await self._route(envelope)
         authenticated_sender = None
         if self._authenticated:
@@ -49,7 +51,7 @@ class HostedReceivers:
                 await receiver.reject(envelope, refusal)
                 raise refusal
             authenticated_sender = int(envelope.sender)
-        await receiver.admit(envelope, authenticated_sender)
+        await receiver.admit(envelope, authenticated_sender, arrived)
         return node_id, receiver
 
     async def reject_unrouted(self, envelope: peer_pb2.Envelope | None, refusal: Refusal) -> None:
@@ -82,5 +84,6 @@ def _identity_refusal(sender: int, identity: frozenset[int] | None) -> Refusal |
     if not identity:
         return Refusal("PERMISSION_DENIED", NO_NODE_NAMED)
     if sender not in identity:
-        return Refusal("PERMISSION_DENIED", f"authenticated as {describe_nodes(identity)}, claims {sender}")
+        return Refusal("PERMISSION_DENIED", f"authenticated as {describe_nodes(identity)}, claims {sender}",
+                       names_sender=True)
     return None

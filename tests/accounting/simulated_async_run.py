@@ -9,10 +9,12 @@ the commit or abort delivery, `done` messages, outputs and private logs. It keep
 (who applied which exchange, what each node received) for the tests to compare against.
 
 Fates: "committed"; "declined" (the responder is busy); "lost" (no answer, the responder never
-saw the proposal); "reply_lost" (the responder accepted, its answer was lost, both abort);
-"half_applied" (the initiator commits and dies before its commit is delivered: the responder
-aborts in doubt, the initiator logs nothing more); "late_commit" (the responder gave up in
-doubt, then the initiator's commit arrives and is refused with its value kept).
+saw the proposal, and refuses the abort of it if it is alive); "reply_lost" (the responder
+accepted, its answer was lost, both abort); "half_applied" (the initiator commits and dies
+before its commit is delivered: the responder aborts in doubt, the initiator logs nothing
+more); "late_commit" (the responder gave up in doubt, then the initiator's commit arrives and
+is refused with its value kept); "commit_lost" (the commit never arrives: the responder in
+doubt asks the initiator, whose `committed` answer, logged at both ends, carries its value).
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from coordinator_tools.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
-from node.mailboxes.exchange_desk import ABORT, ACCEPT, COMMIT
+from node.journal import REPLY_FAILURE
+from node.mailboxes.exchange_desk import ABORT, ACCEPT, COMMIT, COMMITTED
 from node.protocols.muffliato_async import DONE, NOISE_PURPOSE, PROTOCOL_NAME, MuffliatoAsyncParams
 from node.topology import Topology, save_topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter
 
 SIGMA = 0.5
-Fate = Literal["committed", "declined", "lost", "reply_lost", "half_applied", "late_commit"]
+Fate = Literal["committed", "declined", "lost", "reply_lost", "half_applied", "late_commit", "commit_lost"]
 EMPTY = np.zeros(0)
 
 
@@ -128,7 +131,13 @@ def simulate_async_run(rundir: Path, topology: Topology, ticks: list[Tick], *, s
             continue
         if fate == "lost":
             records[a].append(_event(xid, b, s_a, "initiator", "aborted", reason="no answer: UNAVAILABLE"))
-            records[a].append(_sent(b, ABORT, s_a, xid, EMPTY, delivered=False, attempts=3, failure="UNAVAILABLE"))
+            if b in truth.dead:
+                records[a].append(_sent(b, ABORT, s_a, xid, EMPTY, delivered=False, attempts=3,
+                                        failure="UNAVAILABLE"))
+            else:
+                records[a].append(_sent(b, ABORT, s_a, xid, EMPTY, delivered=False, attempts=1,
+                                        failure="FAILED_PRECONDITION: exchange is not pending here"))
+                records[b].append(_refused(a, ABORT, s_a, xid, None))
             truth.exchanges.append((xid, a, b, False, False, fate))
             continue
         sequence[b] += 1
@@ -162,8 +171,14 @@ def simulate_async_run(rundir: Path, topology: Topology, ticks: list[Tick], *, s
             truth.views[b].append((a, position))
             truth.exchanges.append((xid, a, b, True, False, fate))
             continue
-        records[a].append(_sent(b, COMMIT, s_a, xid, x_a, delivered=True, attempts=1))
-        records[b].append(_received(a, COMMIT, s_a, xid, x_a))
+        if fate == "commit_lost":
+            records[a].append(_sent(b, COMMIT, s_a, xid, x_a, delivered=False, attempts=3, failure="UNAVAILABLE"))
+            records[a].append(_sent(b, COMMITTED, s_a, xid, x_a, delivered=False, attempts=0,
+                                    failure=REPLY_FAILURE))
+            records[b].append(_received(a, COMMITTED, s_a, xid, x_a))
+        else:
+            records[a].append(_sent(b, COMMIT, s_a, xid, x_a, delivered=True, attempts=1))
+            records[b].append(_received(a, COMMIT, s_a, xid, x_a))
         records[b].append(_event(xid, a, s_b, "responder", "committed", value_after=mean))
         truth.views[b].append((a, position))
         state[b] = mean
@@ -225,7 +240,10 @@ def _received(peer: int, kind: str, sequence: int, xid: str, payload: np.ndarray
         peer=peer, kind=kind, sequence=sequence, exchange_id=xid, payload=to_tensor(payload)))
 
 
-def _refused(peer: int, kind: str, sequence: int, xid: str, payload: np.ndarray) -> viewlog_pb2.Record:
-    return viewlog_pb2.Record(rejected=viewlog_pb2.Rejected(
-        claimed_sender=peer, kind=kind, sequence=sequence, exchange_id=xid, payload=to_tensor(payload),
-        status_code="FAILED_PRECONDITION", detail=f"exchange {xid} is not pending here"))
+def _refused(peer: int, kind: str, sequence: int, xid: str, payload: np.ndarray | None) -> viewlog_pb2.Record:
+    """A refused message, with its payload if it carried one."""
+    refused = viewlog_pb2.Rejected(claimed_sender=peer, kind=kind, sequence=sequence, exchange_id=xid,
+                                   status_code="FAILED_PRECONDITION", detail=f"exchange {xid} is not pending here")
+    if payload is not None:
+        refused.payload.CopyFrom(to_tensor(payload))
+    return viewlog_pb2.Record(rejected=refused)

@@ -242,9 +242,9 @@ def fake_losses(topology: Topology, *, alpha: float = 2.0, delta: float = 1e-5,
     reconstructable = hops == 1.0
     return PairwiseLosses(
         alpha=alpha, delta=delta, sigma=SIGMA, sensitivity=1.0, threat_model=ThreatModel(),
-        paper_rdp=paper, paper_eps=eps(paper), exact_rdp=exact, exact_eps=eps(exact),
+        paper_rdp=paper, paper_eps=eps(paper), exact_rdp_lower=exact, exact_eps_lower=eps(exact),
         exact_rdp_upper=exact.copy(), exact_eps_upper=eps(exact), reconstructable=reconstructable,
         ill_conditioned=np.zeros((n, n), dtype=bool), exact_method="rational",
         ldp_rdp=ldp_rdp, ldp_eps=float(eps(ldp_rdp)), central_rdp=ldp_rdp / n**2,
-        central_eps=float(eps(ldp_rdp / n**2)), empirical_eps_lower=empirical if attacked else None,
+        central_eps=float(eps(ldp_rdp / n**2)), model_attack_eps_lower=empirical if attacked else None,
     )

@@ -43,7 +43,7 @@ from tests.accounting.simulated_async_run import (
 from tests.accounting.simulated_run import rewrite_log
 from tests.fuzz_builders import log_bytes, log_frames
 
-FATES = {2: "declined", 5: "lost", 8: "reply_lost", 11: "late_commit", 17: "half_applied"}
+FATES = {2: "declined", 5: "lost", 8: "reply_lost", 11: "late_commit", 14: "commit_lost", 17: "half_applied"}
 ALPHA, DELTA = 2.0, 1e-5
 
 
@@ -53,7 +53,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> SimulatedAsyncRun:
     ticks = random_ticks(topology, np.random.default_rng(3), 4, FATES)
     simulated = simulate_async_run(tmp_path_factory.mktemp("async") / "run", topology, ticks)
     fates = {fate for *_, fate in simulated.truth.exchanges}
-    assert fates == {"committed", "declined", "lost", "reply_lost", "late_commit", "half_applied"}
+    assert fates == {"committed", "declined", "lost", "reply_lost", "late_commit", "commit_lost", "half_applied"}
     return simulated
 
 
@@ -156,12 +156,12 @@ def test_every_check_holds_and_the_report_names_the_exchanges(run: SimulatedAsyn
     assert [check for check in report["checks"] if not check["ok"]] == []
     names = {check["name"] for check in report["checks"]}
     assert {"committed exchanges conserve the sum of values", "transcript reproduces the logged payloads",
-            "empirical lower bound <= exact (eps)"} <= names
+            "model attack lower bound <= exact (eps)"} <= names
     assert report["protocol"] == report["run"]["protocol"] == report["replay"]["protocol"] == "muffliato-async"
     assert report["exchanges"] == replay_run(run.rundir).realized.summary()
     pairs = read_pairs(tmp_path)
     exact = pairs["exact_eps_upper"]
-    assert np.all(pairs["empirical_eps_lower"] <= exact) and np.all(exact <= pairs["ldp_eps"] * (1 + 1e-12))
+    assert np.all(pairs["model_attack_eps_lower"] <= exact) and np.all(exact <= pairs["ldp_eps"] * (1 + 1e-12))
     assert (tmp_path / "index.html").read_text().count("half-applied") >= 1
 
 

@@ -41,9 +41,9 @@ def test_attack_never_beats_the_exact_loss(graph, rounds, sigma):
     transcript = planned_transcript(topology_from_graph(graph, rounds=rounds, accelerated=True))
     losses = account(transcript, sigma=sigma, sensitivity=1.0, alpha=2.0, delta=1e-5,
                      attack_pairs="all", attack_runs=4000, rng_seed=3)
-    attacked = ~np.isnan(losses.empirical_eps_lower)
+    attacked = ~np.isnan(losses.model_attack_eps_lower)
     assert attacked.sum() == transcript.n * (transcript.n - 1)
-    assert (losses.empirical_eps_lower[attacked] <= losses.exact_eps_upper[attacked]).all()
+    assert (losses.model_attack_eps_lower[attacked] <= losses.exact_eps_upper[attacked]).all()
     assert (losses.exact_eps_upper[attacked] <= losses.ldp_eps * (1 + 1e-12)).all()
 
 

@@ -54,7 +54,7 @@ def ring_run(n: int = N, steps: int = STEPS) -> UnrolledRun:
 
 
 def audit_ring(run: UnrolledRun, pairs, *, sigma: float, seed: int, canaries: int = 1000):
-    sensitivity = gradient_sensitivity(run)
+    sensitivity = gradient_sensitivity(run, 1)  # scalar gradients: the canary's signs reach `lower`
     results = canary_audit(lambda v: run.linear_model(sensitivity.directions[:, v]), pairs, sigma=sigma,
                            sensitivity=1.0, delta=DELTA, canaries=canaries, rng_seed=seed)
     exact = {pair: float(gaussian_epsilon(np.sqrt(max(sensitivity.lower[pair], 0.0)) / sigma, DELTA))
@@ -150,11 +150,11 @@ def test_the_gd_accountant_reports_the_canary_audit():
     transcript = planned_transcript(topology, accelerated=False, rounds_per_step=1)
     options = dict(sigma=params.sigma, sensitivity=params.sensitivity, alpha=2.0, delta=DELTA)
     losses = account(transcript, **options, attack_pairs="all", attack_runs=500, rng_seed=1)
-    empirical = losses.empirical_eps_lower
+    empirical = losses.model_attack_eps_lower
     off = ~np.eye(8, dtype=bool)
     assert not np.isnan(empirical[off]).any() and np.nanmax(empirical) > 1.0
     assert all(check.ok for check in loss_checks(losses)), loss_checks(losses)
-    assert any(note.startswith("empirical: one-run canary audit") and "500 canaries" in note for note in losses.notes)
-    named = account(transcript, **options, attack_pairs=[(0, 1), (3, 0)], rng_seed=1).empirical_eps_lower
+    assert any(note.startswith("model attack: canaries simulated") and "500 canaries" in note for note in losses.notes)
+    named = account(transcript, **options, attack_pairs=[(0, 1), (3, 0)], rng_seed=1).model_attack_eps_lower
     assert np.count_nonzero(~np.isnan(named)) == 2 and named[0, 1] > 0
-    assert account(transcript, **options).empirical_eps_lower is None
+    assert account(transcript, **options).model_attack_eps_lower is None

@@ -170,6 +170,19 @@ def test_audit_of_a_simulated_run_reports_the_coalition(tmp_path):
     block = report["collusion"]
     assert [row["source"] for row in block["losses"]] == [1, 2, 4, 5]
     assert block["summary"]["attacked_sources"] == 4
-    assert all(row["empirical_eps_lower"] <= row["exact_eps_upper"] for row in block["losses"])
+    assert all(row["model_attack_eps_lower"] <= row["exact_eps_upper"] for row in block["losses"])
     assert "Nodes 0,3 colluded" in (tmp_path / "audit" / PAGE_FILE).read_text()
     assert json.loads((tmp_path / "audit" / "report.json").read_text())["collusion"]["colluders"] == [0, 3]
+
+
+def test_a_member_without_a_lower_end_is_no_evidence_for_the_coalition_check():
+    """A single-observer column with no value the view reaches (a learning run's proven bound: null lower end) can
+    neither pass nor fail `joint exact >= each member's own`: those sources are not checked, and the line says so
+    as a warning; a joint value below a member's real lower end still fails."""
+    collusion = collusion_of(STAR, 2, COALITION)
+    collusion.single.exact_rdp_lower[:, 1] = np.nan
+    collusion.single.exact_rdp_lower[:, 2] = np.nan
+    below = collusion.checks()[0]
+    assert below.ok and below.level == "warning" and "3 have none, so not checked" in below.detail
+    collusion.single.exact_rdp_lower[0, 2] = 10.0  # a member's lower end above the joint upper end
+    assert not collusion.checks()[0].ok

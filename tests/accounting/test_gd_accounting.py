@@ -13,24 +13,20 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from coordinator_tools.audit.directions import basic_upper, sign_lower
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.muffliato.accountant import transcript_geometry
 from coordinator_tools.audit.protocols.muffliato.paper import message_sum
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.muffliato_gd.paper import corrected_sum, eq9_sum, undercounted
-from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import (
-    aligned_upper,
-    gradient_sensitivity,
-    observer_blocks,
-    renyi,
-    sign_lower,
-)
+from coordinator_tools.audit.protocols.muffliato_gd.sensitivity import gradient_sensitivity, observer_blocks, renyi
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import Schedule, fixed_schedule, unroll
 from coordinator_tools.topology import generators
 from tests.accounting.reference import dense_realized, drop, topology_from_graph
 
 OWN_NOISE_UNKNOWN = ThreatModel(observer_knows_own_noise=False)
+SCALAR, VECTOR = 1, 8  # gradient dimensions: one coordinate, and more than T's relaxation rank for T ≤ 5
 
 
 def adjacency(graph: nx.Graph) -> np.ndarray:
@@ -69,7 +65,7 @@ def test_one_step_is_one_shot_averaging() -> None:
         received=(tuple(tuple(frozenset(w for w, r in transcript.received[v] if r == k) for v in range(n))
                         for k in range(4)),),
     )  # fmt: skip
-    sensitivity = gradient_sensitivity(unroll(schedule))
+    sensitivity = gradient_sensitivity(unroll(schedule), VECTOR)
     averaging = transcript_geometry(transcript, method="rational").lower
     off = ~np.eye(n, dtype=bool)
     assert np.allclose(sensitivity.lower[off], averaging[off], rtol=0, atol=1e-12)
@@ -87,7 +83,7 @@ def test_florentine_families_distance_two() -> None:
     assert graph.number_of_nodes() == 15 and graph.nodes[0]["name"] == "Acciaiuoli"
     edges = adjacency(graph)
     schedule = fixed_schedule(row_normalised(edges), steps=10, rounds=1)
-    sensitivity = gradient_sensitivity(unroll(schedule))
+    sensitivity = gradient_sensitivity(unroll(schedule), VECTOR)
     exact = renyi(sensitivity.lower, alpha=2.0, sigma=1.0, sensitivity=1.0)
     paper = eq9_sum(schedule)
     hops = nx.floyd_warshall_numpy(graph, nodelist=range(15))
@@ -119,26 +115,29 @@ def random_schedule(rng: np.random.Generator) -> Schedule:
 
 
 def test_invariants_on_random_instances() -> None:
-    """exact ≤ LDP everywhere; corrected ≥ exact wherever it is defined (K = 1); knowing less never reveals more."""
+    """exact ≤ LDP everywhere; the interval closes for scalar gradients (T ≤ 12) and for vectors of dimension
+    at least the relaxation's rank; vectors never reveal less than scalars; corrected ≥ exact wherever it is
+    defined (K = 1); knowing less never reveals more."""
     rng = np.random.default_rng(2024)
     checked = 0
-    for _ in range(300):
+    for _ in range(100):
         schedule = random_schedule(rng)
         run = unroll(schedule)
-        sensitivity = gradient_sensitivity(run)
+        scalar, sensitivity = gradient_sensitivity(run, SCALAR), gradient_sensitivity(run, VECTOR)
         off = ~np.eye(schedule.n, dtype=bool)
         lower, upper = sensitivity.lower[off], sensitivity.upper[off]
         assert np.all(lower >= -1e-12) and np.all(lower <= upper + 1e-12) and np.all(upper <= sensitivity.ldp)
-        aligned = sensitivity.aligned[off]
-        assert np.allclose(upper[aligned], lower[aligned], rtol=1e-6, atol=1e-9)
-        assert np.all(gradient_sensitivity(run, OWN_NOISE_UNKNOWN).lower[off] <= upper + 1e-9)
+        for closed in (scalar, sensitivity):
+            assert np.allclose(closed.upper[off], closed.lower[off], rtol=1e-6, atol=1e-9)
+        assert np.all(scalar.lower[off] <= lower + 1e-12)
+        assert np.all(gradient_sensitivity(run, VECTOR, OWN_NOISE_UNKNOWN).lower[off] <= upper + 1e-9)
         if len(schedule.mixing[0]) == 1:
             assert np.all(corrected_sum(schedule)[off] >= upper - 1e-9)
             checked += 1
         else:
             with pytest.raises(ValueError, match="one gossip round"):
                 corrected_sum(schedule)
-    assert checked > 100
+    assert checked > 40
 
 
 def test_two_nodes_two_steps_by_hand() -> None:
@@ -164,12 +163,12 @@ def test_two_nodes_two_steps_by_hand() -> None:
         blocks = observer_blocks(run, 1, threat_model)
         assert np.allclose(blocks.standard[0], expected, atol=1e-14)
         assert np.allclose(blocks.fine[0], expected, atol=1e-14)
-        sensitivity = gradient_sensitivity(run, threat_model)
+        sensitivity = gradient_sensitivity(run, VECTOR, threat_model)
         assert sensitivity.lower[0, 1] == pytest.approx(expected.sum(), abs=1e-13)
-        assert sensitivity.upper[0, 1] == pytest.approx(min(expected.sum(), 2 * np.linalg.eigvalsh(expected)[-1]),
-                                                        abs=1e-12)
-        assert sensitivity.aligned[0, 1] and list(sensitivity.directions[0, 1]) == [1, 1]
-    assert gradient_sensitivity(unroll(full, step_sizes=[3.0, 3.0])).lower[0, 1] == pytest.approx(2.0, abs=1e-13)
+        assert sensitivity.upper[0, 1] == pytest.approx(expected.sum(), abs=1e-12)
+        assert list(sensitivity.directions[0, 1]) == [1, 1]
+    assert gradient_sensitivity(unroll(full, step_sizes=[3.0, 3.0]), VECTOR).lower[0, 1] == pytest.approx(2.0,
+                                                                                                         abs=1e-13)
     assert eq9_sum(full)[0, 1] == 2.0 and corrected_sum(full)[0, 1] == 2.0
 
 
@@ -179,10 +178,11 @@ def test_sign_bounds_on_hand_blocks() -> None:
     goes through the local search, which finds T."""
     centred = np.eye(3) - 1 / 3
     assert sign_lower(centred[None])[0][0] == pytest.approx(8 / 3)
-    assert aligned_upper(centred[None])[0] == pytest.approx(3.0)
+    assert basic_upper(centred[None])[0] == pytest.approx(3.0)
     opposed = np.array([[1.0, -1.0], [-1.0, 1.0]]) / 2
     value, signs = sign_lower(opposed[None])
-    assert value[0] == pytest.approx(2.0) and signs[0] @ [1, 1] == 0 and aligned_upper(opposed[None])[0] == 2.0
+    assert value[0] == pytest.approx(2.0) and signs[0] @ [1, 1] == 0
+    assert basic_upper(opposed[None])[0] == pytest.approx(2.0)
     alternating = np.resize([1.0, -1.0], 14)
     rank_one = np.outer(alternating, alternating) / 14
     value, signs = sign_lower(rank_one[None])
@@ -190,10 +190,11 @@ def test_sign_bounds_on_hand_blocks() -> None:
 
 
 def test_linear_model_agrees_with_the_blocks() -> None:
-    """The core's general formula on `linear_model(directions)` is dᵀXd for every pair, d the found signs."""
+    """The core's general formula on `linear_model(directions)` is dᵀXd for every pair, d the found signs (for
+    scalar gradients over T ≤ 12 steps, the best signs are the exact value)."""
     schedule = fixed_schedule(row_normalised(adjacency(nx.cycle_graph(5))), steps=3, rounds=2)
     run = unroll(schedule)
-    sensitivity = gradient_sensitivity(run)
+    sensitivity = gradient_sensitivity(run, SCALAR)
     for v in range(run.n):
         geometry = view_geometry(run.linear_model(sensitivity.directions[:, v].astype(float)))
         sources = [u for u in range(run.n) if u != v]
@@ -206,12 +207,12 @@ def test_eq9_and_the_corrected_form_miss_information_inside_and_across_steps() -
     Same path, T = 2, K = 1, node 1 missing θ_0^{0,0}: exact 9/5 for 0 → 1 (the heard-only share sum is 3/2)."""
     path = row_normalised(adjacency(nx.path_graph(3)))
     averaging = fixed_schedule(path, steps=1, rounds=2)
-    assert gradient_sensitivity(unroll(averaging)).lower[0, 2] == pytest.approx(1.0, abs=1e-12)
+    assert gradient_sensitivity(unroll(averaging), VECTOR).lower[0, 2] == pytest.approx(1.0, abs=1e-12)
     assert eq9_sum(averaging)[0, 2] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="one gossip round"):
         corrected_sum(averaging)
     missed = with_drop_outs(path, [[{1}, {2}, {1}], [{1}, {0, 2}, {1}]])
-    assert gradient_sensitivity(unroll(missed)).lower[0, 1] == pytest.approx(9 / 5, abs=1e-12)
+    assert gradient_sensitivity(unroll(missed), VECTOR).lower[0, 1] == pytest.approx(9 / 5, abs=1e-12)
     assert corrected_sum(missed)[0, 1] == 2.0
 
 
@@ -220,7 +221,7 @@ def test_one_sided_drop_outs_can_leave_the_corrected_form_below_exact() -> None:
     edges = adjacency(nx.Graph([(0, 1), (0, 2), (0, 3), (1, 2)]))
     heard = [[{3}, {0}, set(), set()], [{1}, {0, 2}, {0, 1}, {0}], [{1}, {0}, {0, 1}, {0}]]
     schedule = with_drop_outs(row_normalised(edges), heard)
-    exact = gradient_sensitivity(unroll(schedule)).lower
+    exact = gradient_sensitivity(unroll(schedule), VECTOR).lower
     corrected = corrected_sum(schedule)
     assert corrected[1, 3] < exact[1, 3] - 5e-4
     assert undercounted(corrected, exact)[1, 3]

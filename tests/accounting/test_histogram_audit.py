@@ -1,4 +1,5 @@
-"""The ring histogram's audit columns: exact by enumeration, hand-checked on n = 3, L = 2; exact <= ldp."""
+"""The ring histogram's audit columns: exact by enumeration, hand-checked on n = 3, L = 2; exact <= ldp; an
+enumeration beyond its limit refused up front; the paper column by Thm 2's proof."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.checks import exact_below_ldp, monotone_in_sigma
+from coordinator_tools.audit.checks import exact_below_ldp, monotone_in_sigma, undercount_finding
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.plan import PlanOptions
 from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, epsilon_at, hockey_stick
+from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
+from coordinator_tools.audit.protocols.token_sum.plan import plan_histogram
 from coordinator_tools.audit.protocols.token_sum.run import planned_ring
+from coordinator_tools.audit.report import format_number
+from coordinator_tools.audit.sentences import not_computed_sentence, paper_statement_sentence
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.protocols.ring_histogram import RingHistogramParams
@@ -101,10 +107,78 @@ def test_hockey_stick_solution_matches_the_curve() -> None:
     assert epsilon_at(atoms, 0.5) == 0.0 and epsilon_at({math.inf: (0.1, 0.0), 0.0: (0.9, 1.0)}, 0.01) == math.inf
 
 
-def test_too_large_a_window_is_reported_not_guessed(monkeypatch) -> None:
+def test_a_pair_beyond_the_limit_is_refused_up_front_with_its_size(monkeypatch) -> None:
+    """n = 4, L = 3, gamma = 1/2 (m = 2), one cycle: observer 2 sees hop 2 and the result. Source 0's window [0, 2)
+    holds its answer, node 1's and the 2 initial elements, e = 4: C(6, 2) = 15 count vectors, built through
+    3 C(7, 3) = 105, times the 3 labels node 1 may hold (u's 0 and 1, and 2): 120 is within a limit of 200, 360
+    is not. Source 1's window (node 0's answer and the initial elements, e = 4 too) has no node but 0 hiding."""
     from coordinator_tools.audit.protocols.token_sum import histogram
 
-    monkeypatch.setattr(histogram, "STATE_LIMIT", 2)
+    monkeypatch.setattr(histogram, "ENUMERATION_LIMIT", 200)
     losses = account(ring(4, 3, 0.5), 0.5)
-    assert np.isnan(losses.exact_eps[~np.eye(4, dtype=bool)]).all()
-    assert any("exact not computed for 12 pairs" in note for note in losses.notes)
+    sizes = losses.facts["exact_enumeration_size"]
+    assert sizes[0, 2] == 3 * (15 + 105) and sizes[1, 2] == 3 * (15 + 105)
+    off = ~np.eye(4, dtype=bool)
+    assert np.array_equal(np.isnan(losses.exact_eps) & off, (sizes > 200) & off)
+    assert np.isnan(losses.exact_eps[0, 2]) and np.isnan(losses.exact_rdp[0, 2])
+    refused = histogram.not_computed(losses)
+    assert refused.count == int(np.count_nonzero(sizes[off] > 200)) and refused.of == 12
+    assert list(refused.sizes) == sorted(refused.sizes) and refused.sizes[0] > 200
+    assert any(note.startswith(f"exact not computed for {refused.count} of 12 pairs") for note in losses.notes)
+
+
+@pytest.mark.timeout(60)
+def test_seven_nodes_four_categories_three_cycles_answer_within_a_minute() -> None:
+    """Observer 1 of n = 7, L = 4, K = 3 (gamma = 1/2, m = 4 initial elements) sees source 0's answers in three
+    windows: [0, 1) with the 4 initial elements (e = 5), then [1, 8) and [8, 15) with the 5 other nodes' answers
+    (e = 6; its own is known): 56 * 84 * 84 joint count vectors, built through 4 (C(9, 4) + 2 C(10, 4)), before
+    any assignment is counted: beyond the limit, so refused at once. No check passes on a pair not computed."""
+    from coordinator_tools.audit.protocols.token_sum.histogram import ENUMERATION_LIMIT
+
+    losses = account(ring(7, 4, 0.5, 3), 0.5)
+    sizes = losses.facts["exact_enumeration_size"]
+    assert sizes[0, 1] == 56 * 84 * 84 + 4 * (126 + 2 * 210)
+    off = ~np.eye(7, dtype=bool)
+    computed = ~np.isnan(losses.exact_eps) & off
+    assert np.all((computed | (sizes > ENUMERATION_LIMIT))[off]) and not np.isnan(sizes[off]).any()
+    assert np.all(np.isfinite(losses.exact_eps[computed]))
+    missing = int(np.count_nonzero(off & ~computed))
+    assert missing > 0 and any(f"exact not computed for {missing} of 42 pairs" in note for note in losses.notes)
+    for check in (exact_below_ldp(losses), undercount_finding(losses),
+                  monotone_in_sigma(losses, account(ring(7, 4, 0.5, 3), 1.0))):
+        assert check.ok and check.level == "warning" and "not computed" in check.detail, check
+
+
+def test_the_paper_column_is_thm2_by_its_proof_with_cor9s_conditions() -> None:
+    """Five nodes, gamma = 1/2, L = 2: eps0 = ln 3; the paper column is Cor. 9 composed over K = 1 window at its
+    best split (one window: eps' = sqrt(2 ln(1/delta')) eps_w + eps_w (e^eps_w - 1)), and Cor. 9's n >= 100
+    fails, which a note says."""
+    losses = account(ring(5, 2, 0.5), 0.5)
+    bound = paper_bound(planned_ring(ring(5, 2, 0.5)), sigma=0.5, sensitivity=1.0, delta=DELTA,
+                        threat_model=ThreatModel())
+    window_delta, delta_prime = bound.split["window_delta"], bound.split["delta_prime"]
+    eps_w = 12 * math.log(3) * math.sqrt(math.log(1 / window_delta) / 5)
+    assert window_delta + delta_prime == pytest.approx(DELTA)
+    assert bound.epsilon == pytest.approx(math.sqrt(2 * math.log(1 / delta_prime)) * eps_w + eps_w * math.expm1(eps_w))
+    np.testing.assert_allclose(losses.paper_eps[~np.eye(5, dtype=bool)], bound.epsilon)
+    assert bound.stated["eps"] < bound.epsilon and "swapped" in bound.to_json()["stated"]["why_not_used"]
+    assert any("condition 'Cor. 9: n >= 100 (answers shuffled per window)' fails: n = 5" in note
+               for note in losses.notes)
+
+
+def test_the_plan_says_what_was_not_computed_and_where_statement_and_proof_disagree() -> None:
+    """The plan of n = 7, L = 4, K = 3 refuses all 42 pairs (the smallest estimate, observer 3 of source 4, is
+    above the limit); its sentences name the count, the limit and both paper values."""
+    from coordinator_tools.audit.protocols.token_sum.histogram import ENUMERATION_LIMIT
+
+    plan = plan_histogram(ring(7, 4, 0.5, 3), PlanOptions(delta=DELTA))
+    document = {"plan": plan.details, "delta": DELTA}
+    refused = plan.details["exact_not_computed"]
+    sizes = plan.losses.facts["exact_enumeration_size"]
+    assert (refused["count"], refused["of"], refused["limit"]) == (42, 42, ENUMERATION_LIMIT)
+    assert refused["smallest_size"] == np.nanmin(sizes) > ENUMERATION_LIMIT and len(refused["pairs"]) == 20
+    assert not_computed_sentence(document).startswith("Exact loss not computed for 42 of 42 pairs")
+    paper = plan.details["paper"]
+    sentence = paper_statement_sentence(document)
+    assert format_number(paper["eps"]) in sentence and format_number(paper["stated"]["eps"]) in sentence
+    assert not_computed_sentence({"plan": plan_histogram(ring(3, 2, 0.5), PlanOptions(delta=DELTA)).details}) is None

@@ -94,6 +94,10 @@ def test_the_audit_reads_every_spend_finds_no_overspending_and_reports_the_three
     assert pairs["exact_eps"] == pytest.approx(np.full(N * (N - 1), pld_epsilon(steps, 1e-5)))
     assert pairs["exact_rdp"] == pytest.approx(np.full(N * (N - 1), laplace_rdp(steps, 2.0)))
     assert np.array_equal(pairs["exact_rdp"], pairs["ldp_rdp"])
+    # the same number for every observer: the composition of every release, an upper bound for one that sees fewer
+    assert report["column_definitions"]["exact"].startswith("upper bound: the composition of all the source's")
+    assert all(pair["exact"]["eps_upper"] == pair["exact"]["eps"] for pair in report["pairs"])
+    assert "<h2>Columns</h2>" in (root / "audit" / "index.html").read_text()
     utility = report["utility"]
     assert utility["run"] == utility["private"] == pytest.approx(mean_accuracy(task, [private[v] for v in range(N)]))
     assert utility["local"] < utility["private"] < utility["non_private"]

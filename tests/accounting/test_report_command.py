@@ -40,7 +40,7 @@ class StubAccount:
         attacked = ((0, 1),) if options.get("attack_pairs") else ()
         losses = fake_losses(transcript.topology, alpha=options["alpha"], delta=options["delta"], attacked=attacked)
         factor = (SIGMA / options["sigma"]) ** 2
-        columns = ("paper_rdp", "paper_eps", "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper")
+        columns = ("paper_rdp", "paper_eps", "exact_rdp_lower", "exact_eps_lower", "exact_rdp_upper", "exact_eps_upper")
         return dataclasses.replace(losses, sigma=options["sigma"], **{c: getattr(losses, c) * factor for c in columns})
 
 
@@ -73,13 +73,15 @@ def test_audit_run_writes_everything_and_wires_the_options(tmp_path: Path, stub:
     assert 1 in stub.calls[2]["transcript"].used[0][2]
     assert report["planned_vs_run"]["same_schedule"] is False
     assert {check["name"]: check["ok"] for check in report["checks"]} == {
-        "empirical lower bound <= exact (eps)": True,
+        "model attack lower bound <= exact (eps)": True,
         "exact <= LDP": True,
         "exact = LDP where v reconstructs u": True,
         "paper bound is an upper bound": True,
         "losses do not grow with sigma": True,
         "view logs readable and bound to this run": True,
         "sent and received records agree across nodes": True,
+        "every value that reached a node is in the audited model": True,
+        "every contribution was clipped (private logs)": True,
         "transcript reproduces the logged payloads": True,
     }
     assert report["summary"]["sampler"]["simulation"] is True
@@ -141,15 +143,15 @@ def test_audit_run_with_the_real_accountants(tmp_path: Path) -> None:
     failed = [check for check in report["checks"] if not check["ok"]]
     assert failed == []
     pairs = read_pairs(tmp_path / "out")
-    attacked = ~np.isnan(pairs["empirical_eps_lower"])
+    attacked = ~np.isnan(pairs["model_attack_eps_lower"])
     assert set(zip(pairs["source"][attacked].tolist(), pairs["observer"][attacked].tolist())) == {(0, 1), (0, 3)}
     # 2000 replays: 1000 held out, all right, none wrong (Clopper-Pearson), both pairs' two sides together at 95%
     tpr_lower = (0.05 / 2 / 2) ** (1 / 1000)
-    limit = report["summary"]["empirical_limit"]
+    limit = report["summary"]["model_attack_limit"]
     assert limit["replays"] == 2000 and limit["pairs"] == 2
     assert limit["eps"] == pytest.approx(np.log((tpr_lower - 1e-5) / (1 - tpr_lower)))
-    assert np.all(pairs["empirical_eps_lower"][attacked] <= limit["eps"])
-    assert f"this attack can certify at most ε = {limit['eps']:.4g} with 2000 replays per hypothesis" in (
+    assert np.all(pairs["model_attack_eps_lower"][attacked] <= limit["eps"])
+    assert f"at most ε = {limit['eps']:.4g} with 2000 replays per hypothesis" in (
         tmp_path / "out" / "index.html").read_text()
     assert report["planned_vs_run"]["same_schedule"] is False
 
@@ -174,7 +176,7 @@ def test_a_small_audit_writes_and_lists_every_pair_from_the_accountants_arrays(t
     np.testing.assert_array_equal(pairs["exact_reconstructable"], losses.reconstructable[off])
     listed = np.array([[p["source"], p["observer"], p["exact"]["rdp"]] for p in document["pairs"]])
     np.testing.assert_array_equal(listed[:, 2], losses.exact_rdp[listed[:, 0].astype(int), listed[:, 1].astype(int)])
-    assert np.all(np.isnan(pairs["empirical_eps_lower"]))  # no attack ran
+    assert np.all(np.isnan(pairs["model_attack_eps_lower"]))  # no attack ran
 
 
 def test_audit_refuses_a_folder_that_holds_a_report_unless_forced(tmp_path: Path, stub: StubAccount) -> None:

@@ -41,9 +41,10 @@ def sample_report(*, simulation: bool) -> Report:
     topology = ring_topology(n=8)
     losses = fake_losses(topology, attacked=((0, 1), (0, 2), (0, 3)))
     losses.paper_rdp[5, 1] = np.nan
-    losses.exact_rdp_upper[6, 2] = np.inf
+    checks = loss_checks(losses)
+    losses.exact_rdp_upper[6, 2] = losses.paper_rdp[6, 2] = np.inf  # figures and page draw an infinite loss
     kinds = {v: "simulation" if simulation else "secure" for v in range(topology.n)}
-    return build_report(losses, planned_transcript(topology), checks=loss_checks(losses), sampler_kinds=kinds)
+    return build_report(losses, planned_transcript(topology), checks=checks, sampler_kinds=kinds)
 
 
 def test_report_figures_and_page_are_written(tmp_path: Path) -> None:
@@ -80,10 +81,12 @@ def test_the_page_says_what_the_numbers_mean(tmp_path: Path) -> None:
     assert (f"{2 * 8} of {8 * 7} pairs are reconstructed: the observer&#x27;s received combinations determine the "
             "source&#x27;s noisy input x_u + η_u, so that pair&#x27;s loss is exactly local DP.") in page
     assert page.count("over sources u ≠ v, divided by n") >= 2  # the summary table and the node-means caption
-    assert "<th>exact (upper end) RDP</th><th>exact (upper end) ε</th>" in page
+    assert ("<th>exact (upper end) RDP</th><th>exact (upper end) ε</th><th>exact (lower end) RDP</th>"
+            "<th>exact (lower end) ε</th>") in page  # the proven bound first
     eps_mean = report["summary"]["mean_eps_per_observer"]["exact_upper"][0]
     assert f"<td>{eps_mean:.4g}</td>" in page
-    assert "largest ε 7.756 over 3 attacked pairs." in page  # no replay count: no limit to state
+    assert "largest ε 7.756 over 3 pairs." in page  # the model attack's; no replay count: no limit to state
+    assert "planted no canaries" not in page  # a plan tests no run
     assert "<h2>Faults</h2>" not in page  # a plan has no logs
 
 

@@ -15,13 +15,14 @@ from coordinator_tools.audit.attack import resolution_limit
 from coordinator_tools.audit.checks import (
     UNDERCOUNT_CHECK,
     Check,
-    empirical_below_exact,
+    model_attack_below_exact,
     exact_below_ldp,
     loss_checks,
     monotone_in_sigma,
     paper_undercounts,
     reconstructable_is_ldp,
 )
+from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
 from coordinator_tools.audit.pairs_file import PAIR_COLUMNS, PairTable, pair_matrix, read_pairs, write_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
@@ -32,7 +33,7 @@ from tests.accounting.simulated_run import fake_losses, ring_topology
 TOPOLOGY = ring_topology(n=6)
 N = TOPOLOGY.n
 TOP_LEVEL = {"schema", "protocol", "run", "alpha", "delta", "sigma", "sensitivity", "threat_model", "pairs",
-             "pairs_listed", "pairs_file", "baselines", "summary", "checks", "notes"}
+             "pairs_listed", "pairs_file", "baselines", "summary", "checks", "notes", "column_definitions"}
 
 
 def report_for(losses: PairwiseLosses, **kwargs: object) -> Report:
@@ -58,7 +59,7 @@ def test_report_has_every_schema_field(tmp_path: Path) -> None:
                         extra={"replay": {"x": 1}})
     document = report.document
     assert set(document) == TOP_LEVEL | {"replay"}
-    assert document["schema"] == "netdp.audit.report/4"
+    assert document["schema"] == "netdp.audit.report/5"
     assert document["pairs_file"] == {"file": "pairs.parquet", "format": "parquet", "rows": N * (N - 1),
                                  "row_group_rows": document["pairs_file"]["row_group_rows"],
                                  "columns": list(PAIR_COLUMNS), "csv": "pairs.csv"}
@@ -70,8 +71,8 @@ def test_report_has_every_schema_field(tmp_path: Path) -> None:
     assert pair["exact_rdp"] == losses.exact_rdp[0, 3] and pair["paper_eps"] == losses.paper_eps[0, 3]
     assert np.isnan(pair["paper_corrected_rdp"]) and np.isnan(pair["realized_path_eps"])  # no such column here
     attacked = {(int(u), int(v)): e for u, v, e in zip(pairs["source"], pairs["observer"],
-                                                        pairs["empirical_eps_lower"]) if not np.isnan(e)}
-    assert attacked == {(0, 1): losses.empirical_eps_lower[0, 1], (2, 5): losses.empirical_eps_lower[2, 5]}
+                                                        pairs["model_attack_eps_lower"]) if not np.isnan(e)}
+    assert attacked == {(0, 1): losses.model_attack_eps_lower[0, 1], (2, 5): losses.model_attack_eps_lower[2, 5]}
     assert document["baselines"] == {"ldp": {"rdp": losses.ldp_rdp, "eps": losses.ldp_eps},
                                      "central": {"rdp": losses.central_rdp, "eps": losses.central_eps}}
     assert document["threat_model"]["observer_knows_own_noise"] is True
@@ -108,7 +109,7 @@ def test_report_summarises_every_column_and_the_worst_pairs() -> None:
     assert spread["count"] == N * (N - 1) and spread["mean"] == spread["max"] == "inf"
     assert spread["min"] == eps.min() and len(spread["quantiles"]) == len(summary["quantile_levels"])
     assert spread["quantiles"][summary["quantile_levels"].index(0.5)] in eps
-    assert "empirical_eps_lower" not in summary["pair_columns"]  # the attack did not run: no value to summarise
+    assert "model_attack_eps_lower" not in summary["pair_columns"]  # the attack did not run: no value to summarise
     top = summary["top_pairs"]
     assert (top[0]["source"], top[0]["observer"], top[0]["exact_eps_upper"]) == (3, 5, "inf")
     assert len(top) == min(20, N * (N - 1))
@@ -152,7 +153,7 @@ def test_the_listed_pairs_and_the_file_keep_nulls_and_inf(tmp_path: Path) -> Non
     assert file.column("paper_rdp").null_count == 1  # (0, 3) only: the diagonal is not a row
     pair = pair_row(read_pairs(json_path), 0, 3)
     assert np.isnan(pair["paper_rdp"]) and pair["exact_rdp_upper"] == np.inf
-    assert file.column("empirical_eps_lower").null_count == N * (N - 1) - 1
+    assert file.column("model_attack_eps_lower").null_count == N * (N - 1) - 1
 
 
 def test_csv_export_has_the_same_rows(tmp_path: Path) -> None:
@@ -165,10 +166,10 @@ def test_csv_export_has_the_same_rows(tmp_path: Path) -> None:
     assert len(rows) == N * (N - 1)
     assert tuple(rows[0]) == PAIR_COLUMNS
     row = next(r for r in rows if (r["source"], r["observer"]) == ("0", "3"))
-    assert (row["paper_rdp"], row["exact_rdp_upper"], row["empirical_eps_lower"]) == ("", "inf", "")
+    assert (row["paper_rdp"], row["exact_rdp_upper"], row["model_attack_eps_lower"]) == ("", "inf", "")
     assert float(row["exact_rdp"]) == losses.exact_rdp[0, 3]  # full precision
     attacked = next(r for r in rows if (r["source"], r["observer"]) == ("1", "0"))
-    assert float(attacked["empirical_eps_lower"]) == losses.empirical_eps_lower[1, 0]
+    assert float(attacked["model_attack_eps_lower"]) == losses.model_attack_eps_lower[1, 0]
     assert {r["paper_undercounts"] for r in rows} == {"true", "false"}
 
 
@@ -251,11 +252,11 @@ def test_check_exact_above_ldp_fails_and_names_the_pair() -> None:
     assert not check.ok and "2->4" in check.detail and check.detail.startswith("1 pairs")
 
 
-def test_check_empirical_above_exact_fails() -> None:
+def test_check_model_attack_above_exact_fails() -> None:
     losses = fake_losses(TOPOLOGY, attacked=((0, 2), (3, 4)))
-    assert empirical_below_exact(losses).ok
-    losses.empirical_eps_lower[3, 4] = losses.exact_eps_upper[3, 4] + 0.1
-    check = empirical_below_exact(losses)
+    assert model_attack_below_exact(losses).ok
+    losses.model_attack_eps_lower[3, 4] = losses.exact_eps_upper[3, 4] + 0.1
+    check = model_attack_below_exact(losses)
     assert not check.ok and "3->4" in check.detail
 
 
@@ -288,10 +289,52 @@ def test_paper_undercount_is_a_warning_not_a_pass_nor_a_failure() -> None:
     assert Check("x", False, "y", warning=True).level == "fail"  # a failure is never downgraded
 
 
+def test_an_exact_column_given_the_path_is_compared_for_what_it_is(tmp_path: Path) -> None:
+    """Where exact is conditioned on a walk's path, the line and the page name that comparison, not an undercount."""
+    losses = fake_losses(TOPOLOGY)
+    losses.exact_given = "the realized path"
+    check = next(c for c in loss_checks(losses) if c.name.startswith("paper bound"))
+    assert check.name == "paper bound (ex ante) vs exact given the realized path" and check.level == "warning"
+    assert check.detail.startswith(f"the paper's bound is below the exact loss given the realized path on {2 * N} "
+                                   f"of {N * (N - 1)} pairs (by up to 3x): not the same quantity")
+    report = report_for(losses, checks=loss_checks(losses))
+    assert report.document["summary"]["paper_undercounts"]["exact_given"] == "the realized path"
+    write_report(report, tmp_path)
+    page = write_html(report.document, tmp_path, {}).read_text()
+    assert "ex ante over the realized path, is below the exact loss given the realized path (which the observer " \
+           "is not told)" in page
+    assert "undercounts" not in page
+
+
+def test_checks_flags_and_summaries_lead_with_the_upper_end_of_the_exact_interval() -> None:
+    """An interval [lower, upper] with lower = upper / 2: a pair whose upper end passes LDP fails `exact <= LDP`
+    though its lower end does not; a paper bound between the ends undercounts; `exact` in the pair objects and
+    the summary means is the upper end, and the lower end is named `*_lower`."""
+    base = fake_losses(TOPOLOGY)
+    losses = dataclasses.replace(base, exact_rdp_lower=base.exact_rdp_upper / 2,
+                                 exact_eps_lower=base.exact_eps_upper / 2)
+    losses.exact_rdp_upper[2, 4] = 1.5 * losses.ldp_rdp
+    assert losses.exact_rdp_lower[2, 4] < losses.ldp_rdp
+    check = exact_below_ldp(losses)
+    assert not check.ok and "2->4" in check.detail
+    losses.paper_rdp[:] = 0.9 * losses.exact_rdp_upper  # above every lower end, below every upper end
+    off = ~np.eye(N, dtype=bool)
+    assert paper_undercounts(losses)[off].all()
+    document = report_for(losses).document
+    assert document["summary"]["paper_undercounts"]["count"] == N * (N - 1)
+    pair = next(p for p in document["pairs"] if (p["source"], p["observer"]) == (2, 4))
+    assert pair["exact"]["rdp"] == pair["exact"]["rdp_upper"] == 1.5 * losses.ldp_rdp
+    assert pair["exact"]["rdp_lower"] == losses.exact_rdp_lower[2, 4]
+    assert pair["exact"]["eps_lower"] == losses.exact_eps_lower[2, 4]
+    means = document["summary"]["mean_rdp_per_observer"]
+    assert means["exact"] == means["exact_upper"]
+    assert means["exact_lower"][4] == pytest.approx(sum(losses.exact_rdp_lower[u, 4] for u in range(N) if u != 4) / N)
+
+
 def test_report_gives_every_mean_in_epsilon_too() -> None:
     losses = fake_losses(TOPOLOGY)
     means = report_for(losses).document["summary"]["mean_eps_per_observer"]
-    assert set(means) == {"paper", "exact", "exact_upper", "ldp"}
+    assert set(means) == {"paper", "exact", "exact_upper", "exact_lower", "ldp"}
     for v in range(N):  # (1/n) sum over the sources u != v
         sources = [u for u in range(N) if u != v]
         assert means["exact_upper"][v] == pytest.approx(sum(losses.exact_eps_upper[u, v] for u in sources) / N)
@@ -310,15 +353,15 @@ def test_the_attacks_resolution_limit_is_the_clopper_pearson_bound_of_perfect_se
     by_hand = np.log((tpr_lower - 1e-5) / fpr_upper)
     assert resolution_limit(runs, 1e-5, len(attacked)) == pytest.approx(by_hand, rel=1e-12)
     losses = dataclasses.replace(fake_losses(TOPOLOGY, attacked=attacked), attack_runs=runs)
-    limit = report_for(losses).document["summary"]["empirical_limit"]
+    limit = report_for(losses).document["summary"]["model_attack_limit"]
     assert limit == {"eps": pytest.approx(by_hand, rel=1e-12), "replays": runs, "pairs": len(attacked),
                      "confidence": 0.95}
-    assert report_for(fake_losses(TOPOLOGY)).document["summary"]["empirical_limit"] is None  # no attack ran
+    assert report_for(fake_losses(TOPOLOGY)).document["summary"]["model_attack_limit"] is None  # no attack ran
 
 
 def scaled(losses: PairwiseLosses, factor: float, *, sigma: float) -> PairwiseLosses:
     """The same losses with every pairwise column multiplied by factor (as if noise had grown)."""
-    columns = ("paper_rdp", "paper_eps", "exact_rdp", "exact_eps", "exact_rdp_upper", "exact_eps_upper")
+    columns = ("paper_rdp", "paper_eps", "exact_rdp_lower", "exact_eps_lower", "exact_rdp_upper", "exact_eps_upper")
     return dataclasses.replace(losses, sigma=sigma, **{c: getattr(losses, c) * factor for c in columns},
                                ldp_rdp=losses.ldp_rdp * factor, ldp_eps=losses.ldp_eps * factor)
 
@@ -341,7 +384,7 @@ def test_a_small_report_lists_every_pair_as_an_object_as_the_file_holds_it() -> 
     assert pair["hop_distance"] == 3 and pair["exact"]["rdp"] == losses.exact_rdp[0, 3]
     assert pair["ldp"]["eps"] == losses.ldp_pairs("eps")[0, 3] and pair["paper"]["eps"] == losses.paper_eps[0, 3]
     assert pair["exact"]["reconstructable"] == bool(losses.reconstructable[0, 3])
-    assert {key for key, p in pairs.items() if "empirical" in p} == {(0, 1), (2, 5)}  # only attacked pairs have one
+    assert {key for key, p in pairs.items() if "model_attack" in p} == {(0, 1), (2, 5)}  # only attacked pairs have one
 
 
 def test_a_large_report_lists_its_worst_pairs_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from coordinator_tools.audit.protocols.rw_sgd import theory
+from coordinator_tools.audit.protocols.rw_sgd import ex_ante, theory
 
 ALPHA, SIGMA, DELTA = 3.0, 2.0, 0.5
 UNIT = ALPHA * DELTA ** 2 / (2 * SIGMA ** 2)  # one Gaussian step seen directly: αΔ²/(2σ²)
@@ -230,17 +230,33 @@ def test_ex_ante_one_walk_and_jensen(davis):
     steps, cap, walks = 200, 2, 30
     for loss in (theory.realized_path_rdp, theory.segment_exact_rdp):
         path = theory.simulate_walk(davis, steps, 4, np.random.default_rng(5))
-        one = theory.ex_ante_rdp([path], cap, 32, ALPHA, SIGMA, DELTA, loss=loss)
         direct = loss(path, theory.contributions(path, cap, 32), 32, ALPHA, SIGMA, DELTA)
-        assert np.allclose(one, direct, equal_nan=True)
-        replay = np.random.default_rng(9)
-        paths = [theory.simulate_walk(davis, steps, 4, replay) for _ in range(walks)]
-        many = theory.ex_ante_rdp(paths, cap, 32, ALPHA, SIGMA, DELTA, loss=loss)
-        losses = [loss(p, theory.contributions(p, cap, 32), 32, ALPHA, SIGMA, DELTA) for p in paths]
-        losses = np.array(losses)
+        one = ex_ante.LogMeanExp(ALPHA)
+        one.add(np.nan_to_num(direct)[None])
+        assert np.allclose(off_diagonal(one.estimate()), off_diagonal(direct))
+        paths = theory.simulate_walks(davis, steps, 4, walks, np.random.default_rng(9))
+        losses = np.array([loss(p, theory.contributions(p, cap, 32), 32, ALPHA, SIGMA, DELTA) for p in paths])
+        many = ex_ante.LogMeanExp(ALPHA)
+        many.add(np.nan_to_num(losses))
+        many = many.estimate()
         assert (off_diagonal(many) >= off_diagonal(losses.mean(axis=0)) - 1e-12).all()
         assert (off_diagonal(many) <= off_diagonal(losses.max(axis=0)) + 1e-12).all()
         assert (off_diagonal(many) > off_diagonal(losses.mean(axis=0)) + 1e-9).any()
+
+
+def test_a_batch_of_walks_is_each_walk_accounted_alone(davis, monkeypatch):
+    """`path_geometry` over a stack of walks, its observers in blocks of a few, equals each walk's own losses."""
+    paths = theory.simulate_walks(davis, 150, 0, 12, np.random.default_rng(4))
+    contributes = theory.contributions(paths, 3, 32)
+    assert all(np.array_equal(contributes[k], theory.contributions(paths[k], 3, 32)) for k in range(12))
+    unit = 2 * SIGMA**2 / (ALPHA * DELTA**2)
+    for rule, single in (("amplification", theory.realized_path_rdp), ("segment", theory.segment_exact_rdp)):
+        with monkeypatch.context() as patch:
+            patch.setattr(theory, "BATCH_ENTRIES", 2000)  # a handful of observers per block
+            batch = theory.path_geometry(paths, contributes, 32, rule)
+        for k in range(12):
+            alone = single(paths[k], contributes[k], 32, ALPHA, SIGMA, DELTA) * unit
+            assert np.allclose(off_diagonal(batch[k]), off_diagonal(alone), rtol=1e-12, atol=0)
 
 
 def test_simulated_walk_follows_w():

@@ -19,7 +19,7 @@ def test_a_virtual_run_audits_and_plans_a_coalition(make_cluster_files, tmp_path
     assert all(check["ok"] for check in report["checks"]), report["checks"]
     block = report["collusion"]
     assert block["colluders"] == [3, 5] and len(block["losses"]) == 6
-    assert all(row["empirical_eps_lower"] is None for row in block["losses"])
+    assert all(row["model_attack_eps_lower"] is None for row in block["losses"])
     assert main(["plan", str(files.topology_path), "--out", str(tmp_path / "plan.json"), "--colluders", "3,5"]) == 0
     planned = json.loads((tmp_path / "plan.json").read_text())["collusion"]
     assert [row["exact_eps_upper"] for row in planned["losses"]] == [row["exact_eps_upper"] for row in block["losses"]]

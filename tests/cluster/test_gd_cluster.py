@@ -117,5 +117,5 @@ def test_per_step_graphs_agree_and_a_killed_node_is_survived_and_audited(tmp_pat
     pairs = read_pairs(tmp_path / "audit")
     exact = pairs["exact_eps_upper"]
     assert np.all(exact <= pairs["ldp_eps"] * (1 + 1e-9))
-    attacked = ~np.isnan(pairs["empirical_eps_lower"])
-    assert np.all(pairs["empirical_eps_lower"][attacked] <= exact[attacked] + 1e-9)
+    attacked = ~np.isnan(pairs["model_attack_eps_lower"])
+    assert np.all(pairs["model_attack_eps_lower"][attacked] <= exact[attacked] + 1e-9)

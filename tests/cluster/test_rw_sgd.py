@@ -4,8 +4,8 @@ Every test runs 8 node processes on loopback on a published graph that is neithe
 a ring, with per-node training files as `netdp data split` writes them. Checked: the walk's model
 learns a separable problem and least squares; no hop is taken twice when acknowledgements are
 lost; the contribution cap holds in every private log; a sender-anonymous
-run leaves no sender id in any receiver's records; and the audit's realized-path and exact
-columns equal the closed forms computed here from the path read off the raw custody records.
+run leaves no sender id in any receiver's records; and the audit's realized-path, linearized and
+exact columns equal the closed forms computed here from the path read off the raw custody records.
 """
 
 from __future__ import annotations
@@ -133,17 +133,25 @@ def test_a_capped_noisy_walk_is_audited_as_the_closed_forms_computed_from_the_ra
 
     report = audit_run(result.rundir, tmp_path / "audit", AuditOptions(with_private_logs=True))
     assert all(check["ok"] for check in report["checks"]), [c for c in report["checks"] if not c["ok"]]
-    assert report["summary"]["attacked_pairs"] == N * (N - 1)  # the canary audit ran (its bound <= exact: a check)
-    assert any("canary" in note for note in report["notes"])
+    assert report["summary"]["attacked_pairs"] == N * (N - 1)  # the model attack ran (its bound <= exact: a check)
+    assert any(note.startswith("model attack: canaries simulated") for note in report["notes"])
     bearing = theory.contributions(path, 5, N)
     realized = theory.realized_path_rdp(path, bearing, N, params.alpha, params.sigma, params.sensitivity)
-    exact = theory.segment_exact_rdp(path, bearing, N, params.alpha, params.sigma, params.sensitivity)
+    linearized = theory.segment_exact_rdp(path, bearing, N, params.alpha, params.sigma, params.sensitivity)
+    # exact, the proven bound: u's gradient steps before the last model v received (it comes from another node)
+    last_seen = [max((h for h in range(1, len(path)) if path[h] == v and path[h - 1] != v), default=0)
+                 for v in range(N)]
+    unit = params.alpha * (params.sensitivity / params.sigma) ** 2 / 2
     pairs = read_pairs(tmp_path / "audit")
-    names = ("source", "observer", "realized_path_rdp", "exact_rdp_upper", "ldp_rdp", "paper_rdp")
-    for u, v, path_rdp, exact_rdp, ldp_rdp, paper_rdp in zip(*(pairs[name] for name in names)):
+    names = ("source", "observer", "realized_path_rdp", "linearized_rdp_upper", "exact_rdp_upper", "ldp_rdp",
+             "paper_rdp")
+    for u, v, path_rdp, linearized_rdp, exact_rdp, ldp_rdp, paper_rdp in zip(*(pairs[name] for name in names)):
         assert path_rdp == pytest.approx(realized[u, v], rel=1e-9, abs=1e-12), (u, v)
-        assert exact_rdp == pytest.approx(exact[u, v], rel=1e-6, abs=1e-9), (u, v)
-        assert exact_rdp <= path_rdp * (1 + 1e-9) + 1e-12, (u, v)
+        assert linearized_rdp == pytest.approx(linearized[u, v], rel=1e-6, abs=1e-9), (u, v)
+        steps = sum(1 for j in range(last_seen[v]) if path[j] == u and bearing[j])
+        assert exact_rdp == pytest.approx(steps * unit, rel=1e-12), (u, v)
+        assert linearized_rdp <= path_rdp * (1 + 1e-9) + 1e-12, (u, v)
+        assert path_rdp <= exact_rdp * (1 + 1e-9) + 1e-12, (u, v)  # a step's amplified loss is at most its own
         assert exact_rdp <= ldp_rdp * (1 + 1e-9), (u, v)
         assert not np.isnan(paper_rdp)  # σ_m² = 4 = 2α(α − 1): the theorem holds at α = 2
 

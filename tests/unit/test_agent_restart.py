@@ -4,23 +4,30 @@ In process, on the paper's synthetic task with 4 agents: an agent crashes as its
 restarted on its log folder. The restart rebuilds its ledger from every logged spend, its model from its
 last broadcast and its neighbours' models from its view, and appends to its logs; one with another
 budget is refused and leaves the logs as they were. The auditor holds an agent to the budget its
-header declares when that is the stricter.
+header declares when that is the stricter. An agent that dies after paying for update 2 (before
+its gradient, its draw or its broadcast is logged) and resumes passes the audit's replay of every
+update: the resumed one starts from its last logged broadcast, as the agent did.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.protocols.personalized_cd import PersonalizedCDAuditor, budget_check
+from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.datasets import synthetic_values, write_node_files
-from coordinator_tools.personalized_task import generate_task, task_topology
+from coordinator_tools.personalized_task import generate_task, task_topology, write_task
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
@@ -29,24 +36,23 @@ from node.agent_budget import BudgetRequest, header_fields, logged_budget, own_p
 from node.agent_progress import read_progress
 from node.budget import BudgetExhausted, BudgetLedger, within
 from node.codec import from_tensor
+from node.context import ProtocolContext
 from node.errors import ConfigError, LogResumeError
 from node.host import NodeHost
 from node.journal import Journal
-from node.noise import make_samplers
+from node.noise import NodeSamplers, make_samplers
 from node.protocols.personalized_cd import MODEL, PersonalizedCDParams
 from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
 from node.transport.inprocess import InProcessLink, run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, read_log
+from tests.scripted import Crash, DiesDrawing
 
 N, P, UPDATES, EPSILON, DELTA = 4, 3, 4, 4.0, 1e-5
 CRASHED, CRASHED_AT = 2, 2
+CANARIES = 64  # an audit run's: 2^-64, the chance that fresh signs equal the logged ones
 PARAMS = PersonalizedCDParams(dimension=P, mu=1.0, lipschitz=0.3, max_examples=100, updates=UPDATES,
                               epsilon=EPSILON, delta=DELTA, tick_rate=200.0)
 NETWORK = NetworkParams(round_deadline_s=2.0, startup_deadline_s=2.0)
-
-
-class Crash(Exception):
-    """The agent's process dies here."""
 
 
 def view_of(root: Path, node: int = CRASHED) -> Path:
@@ -57,11 +63,51 @@ def logs_bytes(root: Path) -> tuple[bytes, bytes]:
     return view_of(root).read_bytes(), (root / f"node-{CRASHED}" / PRIVATE_LOG_NAME).read_bytes()
 
 
-@pytest.fixture
-def crashed(tmp_path: Path) -> tuple[Path, Topology, list]:
+def dies_in(monkeypatch: pytest.MonkeyPatch, method: str, when: Callable[..., bool]) -> None:
+    """Agent CRASHED's process dies as it calls ProtocolContext.`method` with arguments for which `when` holds."""
+    original = getattr(ProtocolContext, method)
+
+    async def dying(context: ProtocolContext, *args: object, **kwargs: object) -> object:
+        if context.node_id == CRASHED and when(*args):
+            raise Crash
+        return await original(context, *args, **kwargs)
+
+    monkeypatch.setattr(ProtocolContext, method, dying)
+
+
+@pytest.fixture(params=["before its gradient is logged", "before its draw", "before its broadcast"])
+def paid_then_crashed(request: pytest.FixtureRequest, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Topology, list, str]:
+    """The task's agents in process (data in tmp_path/data); agent CRASHED dies in update CRASHED_AT after its
+    budget record, at the point the parameter names (returned last); the others finish."""
+    task = generate_task(N, P, seed=0)
+    topology = task_topology(task, PARAMS, run_id="paid-then-crashed", network=NETWORK)
+    save_topology(topology, tmp_path / "topology.json")
+    write_task(task, tmp_path / "data")
+    with monkeypatch.context() as patch:
+        if request.param == "before its gradient is logged":
+            gradients = itertools.count()
+            dies_in(patch, "contribution", lambda value, clipped: next(gradients) == CRASHED_AT)
+        elif request.param == "before its broadcast":
+            dies_in(patch, "broadcast", lambda to, message, *rest: message.id.sequence == CRASHED_AT + 1)
+
+        def samplers(v: int) -> NodeSamplers:
+            own = make_samplers("simulation", v)
+            dying = v == CRASHED and request.param == "before its draw"
+            return dataclasses.replace(own, laplace=DiesDrawing(own.laplace, at=CRASHED_AT)) if dying else own
+
+        outcomes = asyncio.run(run_inprocess(topology, task.train, tmp_path, samplers, return_exceptions=True))
+    assert isinstance(outcomes[CRASHED], Crash)
+    assert all(outcomes[v].steps_completed == UPDATES for v in range(N) if v != CRASHED)
+    spends = read_log(view_of(tmp_path)).of_kind("budget")
+    assert [spend.step for spend in spends] == list(range(CRASHED_AT + 1))  # update CRASHED_AT was paid for
+    return tmp_path, topology, task.train, request.param
+
+
+def crash(tmp_path: Path, params: PersonalizedCDParams) -> tuple[Path, Topology, list]:
     """The task's agents in process; agent CRASHED dies as its update CRASHED_AT starts, the others finish."""
     task = generate_task(N, P, seed=0)
-    topology = task_topology(task, PARAMS, run_id="restart", network=NETWORK)
+    topology = task_topology(task, params, run_id="restart", network=NETWORK)
     save_topology(topology, tmp_path / "topology.json")
 
     async def crash(node: int, step: int) -> None:
@@ -73,6 +119,11 @@ def crashed(tmp_path: Path) -> tuple[Path, Topology, list]:
     assert isinstance(outcomes[CRASHED], Crash)
     assert all(outcomes[v].steps_completed == UPDATES for v in range(N) if v != CRASHED)
     return tmp_path, topology, task.train
+
+
+@pytest.fixture
+def crashed(tmp_path: Path) -> tuple[Path, Topology, list]:
+    return crash(tmp_path, PARAMS)
 
 
 def restart(root: Path, topology: Topology, train: list, **options: object) -> NodeHost:
@@ -133,6 +184,41 @@ def test_a_restarted_agent_goes_on_from_its_log_and_never_exceeds_its_budget(cra
     assert check.ok, check.detail
     with pytest.raises(LogResumeError, match="run is over"):
         restart(root, topology, train)
+
+
+def test_an_agent_resumed_after_paying_for_an_update_it_never_released_passes_the_replay(paid_then_crashed) -> None:
+    root, topology, train, crash_point = paid_then_crashed
+    assert not [record for record in read_log(view_of(root)).of_kind("sent") if record.sequence > CRASHED_AT]
+    outcome = asyncio.run(run_alone(restart(root, topology, train)))
+    assert outcome.steps_completed == UPDATES
+    contents = read_log(view_of(root))
+    assert [spend.step for spend in contents.of_kind("budget")] == list(range(UPDATES))  # the lost update counts
+    assert sorted({record.sequence for record in contents.of_kind("sent")}) == [
+        update + 1 for update in range(UPDATES) if update != CRASHED_AT]
+    replay = replay_run(root, with_private_logs=True, data_dir=root / "data")
+    check = check_updates(replay)
+    assert check.ok, check.mismatches
+    gradients = read_log(root / f"node-{CRASHED}" / PRIVATE_LOG_NAME).of_kind("private_input")
+    assert len(gradients) == UPDATES - (crash_point == "before its gradient is logged")
+    broadcasts = sum(len(log.sent) for log in replay.logs.values())
+    assert check.compared == broadcasts + len(gradients) + (N - 1) * UPDATES  # every broadcast and every gradient
+    assert budget_check(replay).ok
+
+
+def test_a_restarted_agent_plants_the_canaries_its_private_log_holds_never_fresh_ones(tmp_path: Path) -> None:
+    root, topology, train = crash(tmp_path, PARAMS.model_copy(update={"canaries": CANARIES}))
+    private = root / f"node-{CRASHED}" / PRIVATE_LOG_NAME
+    (before,) = read_log(private).of_kind("canaries")
+    coins = make_samplers("simulation").coins  # it could draw fresh signs: it must not
+    assert asyncio.run(run_alone(restart(root, topology, train, coins=coins))).steps_completed == UPDATES
+    (after,) = read_log(private).of_kind("canaries")  # logged once, before the crash
+    signs = from_tensor(before.signs)
+    assert after == before and signs.shape == (CANARIES,)
+    inputs = [from_tensor(entry.value) for entry in read_log(private).of_kind("private_input")]
+    assert len(inputs) == UPDATES and all(np.array_equal(x[P:], before.magnitude * signs) for x in inputs)
+    report = audit_run(root, root / "audit", AuditOptions(attack_pairs="none"))
+    assert all(check["ok"] for check in report["checks"]), report["checks"]
+    assert report["canaries"]["pairs"] == N * (N - 1) and not report["canaries"]["values_outside_the_model"]
 
 
 def test_a_restart_with_another_budget_is_refused_and_touches_no_log(crashed) -> None:

@@ -44,3 +44,15 @@ def test_a_sweep_reads_back_as_one_row_per_point_and_resumes(tmp_path: Path) -> 
     again = api.sweep(tmp_path / "sweep", protocol=["muffliato"], graph=["ring"], n=[6], sigma=[1.0, 2.0],
                       rounds=[2])
     assert again.equals(table) and [path.stat().st_mtime_ns for path in rows] == stamps  # nothing reran
+
+
+def test_an_audit_run_with_a_broken_node_fails_its_audit_naming_the_node(tmp_path: Path) -> None:
+    topo = api.topology("ring", 6, sigma=0.5, rounds=3, dimension=2)
+    data = api.write_data(api.synthetic_data(topo, seed=0), tmp_path / "data")
+    run = api.run(topo, data, tmp_path / "run", seed=1, canaries=200, breaks={2: "noise-scale=0"})
+    assert run.estimates.shape[1] == 2  # the canary coordinates stay in the logs, out of the outputs
+    audit = api.audit(run, attack_pairs="none")
+    assert audit.report["canaries"]["canaries"] == 200
+    (failed,) = [check for check in audit.report["checks"] if not check["ok"]]
+    assert failed["name"].startswith("noise in the run's messages") and "node 2" in failed["detail"]
+    assert audit.pairs["empirical_eps_lower"].notna().all()

@@ -34,9 +34,9 @@ def test_the_audit_tables_cover_every_pair_and_every_check_passes(example: dict[
     assert len(pairs) == n * (n - 1)
     assert not (pairs["source"] == pairs["observer"]).any()
     assert (pairs["exact_eps_upper"] <= pairs["ldp_eps"] * (1 + 1e-9)).all()
-    attacked = pairs["empirical_eps_lower"].notna()
+    attacked = pairs["model_attack_eps_lower"].notna()
     assert attacked.all()  # n <= 32: the audit attacks every pair
-    assert (pairs["empirical_eps_lower"] <= pairs["exact_eps_upper"] * (1 + 1e-9)).all()
+    assert (pairs["model_attack_eps_lower"] <= pairs["exact_eps_upper"] * (1 + 1e-9)).all()
     assert example["worst_pairs"]["exact_eps_upper"].is_monotonic_decreasing
     assert example["eps_per_observer"].shape == (n, 3)
     observers = audit.observers

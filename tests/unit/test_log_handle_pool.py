@@ -98,7 +98,7 @@ def test_a_node_s_two_logs_stay_open_for_the_whole_run(tmp_path: Path) -> None:
     """A networked node has two logs: each is opened once, as before the pool existed."""
     pool = LogHandlePool(8)
     view = ViewLogWriter(tmp_path / "view.log", HEADER, pool=pool)
-    private = ViewLogWriter(tmp_path / "private.log", HEADER, pool=pool, mode=0o600)
+    private = ViewLogWriter(tmp_path / "private.log", HEADER, pool=pool)
     for index in range(20):
         view.append(record(0, index))
         private.append(record(0, index))
@@ -106,7 +106,7 @@ def test_a_node_s_two_logs_stay_open_for_the_whole_run(tmp_path: Path) -> None:
     view.close()
     private.close()
     assert pool.open_count == 0
-    assert (tmp_path / "private.log").stat().st_mode & 0o777 == 0o600
+    assert [(tmp_path / name).stat().st_mode & 0o777 for name in ("view.log", "private.log")] == [0o600, 0o600]
     assert_intact(tmp_path / "view.log", 0, 20)
 
 

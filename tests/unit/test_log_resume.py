@@ -3,6 +3,7 @@ torn tail (moved aside, so every record reads back), never a finished one; a ref
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,21 @@ def test_a_torn_tail_is_moved_aside_and_every_record_reads_back_after_the_restar
     contents = read_log(path)
     assert contents.damage is None and rounds(path) == [0, 2]
     assert (tmp_path / f"{VIEW_LOG_NAME}.torn-at-{intact}").read_bytes() == torn
+
+
+def test_a_restarted_node_s_logs_and_a_torn_tail_set_aside_are_private_files(tmp_path: Path) -> None:
+    """A log an earlier netdp left readable by all (0644) is made 0600 when a restart appends to it."""
+    journal = Journal(tmp_path, HEADER)
+    journal.close()
+    view, private = tmp_path / VIEW_LOG_NAME, tmp_path / PRIVATE_LOG_NAME
+    assert [stat.S_IMODE(path.stat().st_mode) for path in (view, private)] == [0o600, 0o600]
+    view.chmod(0o644)
+    intact = view.stat().st_size
+    with open(view, "ab") as log:
+        log.write(encode_record(drop_out(0))[:-2])
+    Journal(tmp_path, HEADER, resume=True).close()
+    aside = tmp_path / f"{VIEW_LOG_NAME}.torn-at-{intact}"
+    assert [stat.S_IMODE(path.stat().st_mode) for path in (view, private, aside)] == [0o600, 0o600, 0o600]
 
 
 def test_damage_before_the_end_a_finished_run_and_a_missing_log_are_refused(tmp_path: Path) -> None:

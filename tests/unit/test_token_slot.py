@@ -7,6 +7,7 @@ its own journal, receiver and outbox, so a forward goes through the real receive
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,9 @@ from node.context import NodeNoise, ProtocolContext
 from node.delivery import CustodyDelivery, Outbox
 from node.journal import Delivery, Journal
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED, TokenSlot
-from node.message import Message, MessageId
+from node.message import Message, MessageId, to_wire
 from node.noise import SimulationSampler
-from node.receiver import Receiver
+from node.receiver import SENDER_WITHHELD, Receiver
 from node.refusal import Refusal
 from node.topology import MuffliatoParams
 from node.transport.inprocess import InProcessLink
@@ -156,6 +157,19 @@ async def test_a_retried_forward_is_acknowledged_without_a_second_custody(nodes)
     assert await holder.slot.take(timeout_s=0.05) is None
 
 
+async def test_another_payload_under_a_hop_taken_here_is_refused_and_logged_with_it(nodes):
+    """An equivocating sender: the hop's first payload is the one taken, the second is in the view as refused."""
+    walker, holder = nodes[0].context, nodes[1]
+    for value in ((1.0, 2.0), (7.0, 8.0), (1.0, 2.0)):
+        await walker.deliver(1, token("t", 1, *value), CustodyDelivery(1), BUDGET_S)
+    assert [event for event in holder.events() if event[0] == "received"] == [("received", "t", 1, 0, [1.0, 2.0])]
+    holder.context.journal.close()
+    (refused,) = read_log(holder.log).of_kind("rejected")
+    assert (refused.claimed_sender, refused.token_id, refused.hop, refused.status_code) == (0, "t", 1, "ALREADY_EXISTS")
+    assert from_tensor(refused.payload).tolist() == [7.0, 8.0]
+    assert refused.payload_sha256 == hashlib.sha256(np.array([7.0, 8.0], dtype="<f8").tobytes()).digest()
+
+
 async def test_an_older_hop_is_refused_as_stale_every_time(nodes):
     holder = nodes[1].slot
     await holder.handle(0, token("t", 3, 3.0, 3.0))
@@ -270,3 +284,34 @@ async def test_a_sender_anonymous_kind_is_neither_logged_nor_handed_on_with_its_
     assert [e.HasField("peer") for e in log.of_kind("token")] == [False]
     assert [e.claimed_sender for e in log.of_kind("rejected")] == [-1]
 
+
+
+@pytest.mark.parametrize("anonymous", [False, True])
+async def test_refusals_of_a_sender_anonymous_kind_name_no_sender(tmp_path, anonymous):
+    """Node 11 hands node 10 of a 12-ring a token, then an equivocating copy, a hop while the token is held
+    here, and a message its certificate does not back: every refusal is logged, none names node 11 when the
+    kind is sender-anonymous (and each does otherwise: the scrubbing is what keeps it out)."""
+    ring = build_topology(nx.cycle_graph(12), graph_name="ring", run_id=RUN, protocol=TOPOLOGY.protocol)
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id=RUN, node_id=10))
+    receiver = Receiver(ring, 10, journal)
+    slot = TokenSlot(TOKEN, journal, outbox=None, attempts=1)
+    receiver.register(TOKEN, slot.handle, scheme="hop", payload=True, anonymous=anonymous)
+
+    async def send(message: Message, authenticated: int | None = None) -> None:
+        envelope, data = to_wire(message, run_id=RUN, protocol=ring.protocol.name, sender=11, receiver=10)
+        await receiver.accept(envelope, data, authenticated)
+
+    await send(token("t", 1, 1.0, 2.0))
+    for message, authenticated in ((token("t", 1, 3.0, 4.0), None), (token("t", 2, 5.0, 6.0), None),
+                                   (token("u", 1, 1.0, 1.0), 9)):
+        with pytest.raises(Refusal):
+            await send(message, authenticated)
+    journal.close()
+    rejected = read_log(tmp_path / VIEW_LOG_NAME).of_kind("rejected")
+    assert [r.status_code for r in rejected] == ["ALREADY_EXISTS", "FAILED_PRECONDITION", "PERMISSION_DENIED"]
+    if anonymous:
+        assert [r.claimed_sender for r in rejected] == [-1, -1, -1]
+        assert not any("11" in r.detail for r in rejected) and rejected[2].detail == SENDER_WITHHELD
+        assert b"node 11" not in (tmp_path / VIEW_LOG_NAME).read_bytes()
+    else:
+        assert [r.claimed_sender for r in rejected] == [11, 11, 11] and "11" in rejected[2].detail

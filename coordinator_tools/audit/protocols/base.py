@@ -18,6 +18,7 @@ from netdp.v1 import viewlog_pb2
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.records import Finding, NodeLog
@@ -76,6 +77,8 @@ class ProtocolAuditor(ABC):
     # Whether the nodes average one noisy input each (Muffliato): their outputs estimate the inputs' mean, and
     # every view is linear combinations of the noisy inputs (`averaging_utility`, `combinations`).
     averaging: ClassVar[bool] = False
+    # The names of its own checks that compare payloads of the view logs: not run on structure-only copies.
+    payload_checks: ClassVar[tuple[str, ...]] = ()
 
     def supports(self, header: viewlog_pb2.RunHeader) -> bool:
         """Whether this auditor reads logs with this header."""
@@ -122,3 +125,21 @@ class ProtocolAuditor(ABC):
     @abstractmethod
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         """Account a run of `topology` before it happens."""
+
+    def input_bound(self, topology: Topology) -> float | None:
+        """The l2 norm the data coordinates of every logged private input stay within if the node clipped it
+        (half the sensitivity for an input, C for a step gradient); None: no such bound is checkable."""
+        return topology.protocol.sensitivity / 2.0
+
+    def canary_model(self, run: Any, planted: PlantedCanaries) -> CanaryModel | None:
+        """The run's canary coordinates as the model's rows, each named as its receiver logs it (`empirical`), once
+        the nodes' canary records are read (`planted`: a protocol whose rows depend on what only they say, such as a
+        personalized-CD agent's m_i, reads it there); None: this protocol's canaries are not audited."""
+        return None
+
+
+def gradient_bound(topology: Topology) -> float | None:
+    """A learning protocol's `input_bound`: the mean of clipped example gradients stays within C, unless the
+    regulariser's λθ (added after clipping, data-free) is part of the logged gradient."""
+    params = topology.protocol
+    return params.clip if params.regularization == 0.0 else None

@@ -7,15 +7,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Tensor(_message.Message):
-    __slots__ = ("shape", "data")
+    __slots__ = ("shape", "data", "stripped_bytes")
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    STRIPPED_BYTES_FIELD_NUMBER: _ClassVar[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     data: bytes
-    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
+    stripped_bytes: int
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ..., stripped_bytes: _Optional[int] = ...) -> None: ...
 
 class RunHeader(_message.Message):
-    __slots__ = ("run_id", "protocol", "node_id", "topology_digest", "public_parameters_json", "sampler_kind", "section", "started_unix")
+    __slots__ = ("run_id", "protocol", "node_id", "topology_digest", "public_parameters_json", "sampler_kind", "section", "started_unix", "payloads_stripped")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +26,7 @@ class RunHeader(_message.Message):
     SAMPLER_KIND_FIELD_NUMBER: _ClassVar[int]
     SECTION_FIELD_NUMBER: _ClassVar[int]
     STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_STRIPPED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     protocol: str
     node_id: int
@@ -32,7 +35,8 @@ class RunHeader(_message.Message):
     sampler_kind: str
     section: str
     started_unix: float
-    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., node_id: _Optional[int] = ..., topology_digest: _Optional[str] = ..., public_parameters_json: _Optional[str] = ..., sampler_kind: _Optional[str] = ..., section: _Optional[str] = ..., started_unix: _Optional[float] = ...) -> None: ...
+    payloads_stripped: bool
+    def __init__(self, run_id: _Optional[str] = ..., protocol: _Optional[str] = ..., node_id: _Optional[int] = ..., topology_digest: _Optional[str] = ..., public_parameters_json: _Optional[str] = ..., sampler_kind: _Optional[str] = ..., section: _Optional[str] = ..., started_unix: _Optional[float] = ..., payloads_stripped: _Optional[bool] = ...) -> None: ...
 
 class MessageSent(_message.Message):
     __slots__ = ("peer", "round", "sequence", "exchange_id", "payload", "delivered", "attempts", "failure", "kind", "token_id", "hop")
@@ -91,7 +95,7 @@ class DropOut(_message.Message):
     def __init__(self, peer: _Optional[int] = ..., round: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Rejected(_message.Message):
-    __slots__ = ("claimed_sender", "round", "status_code", "detail", "payload", "kind", "sequence", "exchange_id", "token_id", "hop")
+    __slots__ = ("claimed_sender", "round", "status_code", "detail", "payload", "kind", "sequence", "exchange_id", "token_id", "hop", "payload_sha256")
     CLAIMED_SENDER_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +106,7 @@ class Rejected(_message.Message):
     EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     HOP_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
     claimed_sender: int
     round: int
     status_code: str
@@ -112,7 +117,8 @@ class Rejected(_message.Message):
     exchange_id: str
     token_id: str
     hop: int
-    def __init__(self, claimed_sender: _Optional[int] = ..., round: _Optional[int] = ..., status_code: _Optional[str] = ..., detail: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., kind: _Optional[str] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ...) -> None: ...
+    payload_sha256: bytes
+    def __init__(self, claimed_sender: _Optional[int] = ..., round: _Optional[int] = ..., status_code: _Optional[str] = ..., detail: _Optional[str] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., kind: _Optional[str] = ..., sequence: _Optional[int] = ..., exchange_id: _Optional[str] = ..., token_id: _Optional[str] = ..., hop: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ...) -> None: ...
 
 class ExchangeEvent(_message.Message):
     __slots__ = ("exchange_id", "peer", "sequence", "role", "phase", "reason", "value_after")
@@ -212,8 +218,16 @@ class NoiseDraw(_message.Message):
     scale: float
     def __init__(self, purpose: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ..., step: _Optional[int] = ..., mechanism: _Optional[str] = ..., scale: _Optional[float] = ...) -> None: ...
 
+class CanaryCoins(_message.Message):
+    __slots__ = ("signs", "magnitude")
+    SIGNS_FIELD_NUMBER: _ClassVar[int]
+    MAGNITUDE_FIELD_NUMBER: _ClassVar[int]
+    signs: Tensor
+    magnitude: float
+    def __init__(self, signs: _Optional[_Union[Tensor, _Mapping]] = ..., magnitude: _Optional[float] = ...) -> None: ...
+
 class Record(_message.Message):
-    __slots__ = ("logged_unix", "header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise", "exchange", "token", "budget", "step_inputs")
+    __slots__ = ("logged_unix", "header", "sent", "received", "drop_out", "rejected", "final_output", "private_input", "noise", "exchange", "token", "budget", "step_inputs", "canaries")
     LOGGED_UNIX_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +241,7 @@ class Record(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     STEP_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    CANARIES_FIELD_NUMBER: _ClassVar[int]
     logged_unix: float
     header: RunHeader
     sent: MessageSent
@@ -240,4 +255,5 @@ class Record(_message.Message):
     token: TokenCustody
     budget: BudgetSpent
     step_inputs: StepInputs
-    def __init__(self, logged_unix: _Optional[float] = ..., header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ..., exchange: _Optional[_Union[ExchangeEvent, _Mapping]] = ..., token: _Optional[_Union[TokenCustody, _Mapping]] = ..., budget: _Optional[_Union[BudgetSpent, _Mapping]] = ..., step_inputs: _Optional[_Union[StepInputs, _Mapping]] = ...) -> None: ...
+    canaries: CanaryCoins
+    def __init__(self, logged_unix: _Optional[float] = ..., header: _Optional[_Union[RunHeader, _Mapping]] = ..., sent: _Optional[_Union[MessageSent, _Mapping]] = ..., received: _Optional[_Union[MessageReceived, _Mapping]] = ..., drop_out: _Optional[_Union[DropOut, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., final_output: _Optional[_Union[FinalOutput, _Mapping]] = ..., private_input: _Optional[_Union[PrivateInput, _Mapping]] = ..., noise: _Optional[_Union[NoiseDraw, _Mapping]] = ..., exchange: _Optional[_Union[ExchangeEvent, _Mapping]] = ..., token: _Optional[_Union[TokenCustody, _Mapping]] = ..., budget: _Optional[_Union[BudgetSpent, _Mapping]] = ..., step_inputs: _Optional[_Union[StepInputs, _Mapping]] = ..., canaries: _Optional[_Union[CanaryCoins, _Mapping]] = ...) -> None: ...

@@ -19,7 +19,8 @@ from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
-from coordinator_tools.audit.protocols.muffliato.accountant import account
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
+from coordinator_tools.audit.protocols.muffliato.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato.plan import plan
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
@@ -76,6 +77,9 @@ class MuffliatoAuditor(ProtocolAuditor):
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         return {"planned_vs_run": _planned_vs_run(replay.realized, losses, accounting)}
+
+    def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel:
+        return canary_model(run)
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         if options.schedules is not None or options.seed is not None:

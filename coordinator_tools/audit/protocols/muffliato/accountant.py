@@ -15,6 +15,7 @@ from flint import fmpq_mat
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.exact import Method, ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.muffliato.coefficients import (
@@ -25,6 +26,26 @@ from coordinator_tools.audit.protocols.muffliato.coefficients import (
 from coordinator_tools.audit.protocols.muffliato.krylov import krylov_bases
 from coordinator_tools.audit.protocols.muffliato.paper import message_sum
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
+from coordinator_tools.audit.records import MessageKey
+from node.message import GOSSIP
+
+
+def received_messages(transcript: Transcript) -> list[Message]:
+    """Every value some node received, sorted by round then sender: the model's rows, in order."""
+    return sorted({m for view in transcript.received for m in view}, key=lambda m: (m[1], m[0]))
+
+
+def canary_model(transcript: Transcript) -> CanaryModel:
+    """The run's canary coordinates: each value carries its rows' share of every node's canaries, as of z = x + η.
+
+    A value is named (sender, round), as the transcript names messages."""
+    model = linear_model(transcript)
+    return CanaryModel(model, model.inputs, tuple(received_messages(transcript)), round_value)
+
+
+def round_value(key: MessageKey) -> Message | None:
+    """(sender, round) of a logged round value; None for any other message."""
+    return (key.peer, key.id.round) if key.kind == GOSSIP and key.peer is not None else None
 
 
 def linear_model(transcript: Transcript) -> LinearGaussianModel:
@@ -33,7 +54,7 @@ def linear_model(transcript: Transcript) -> LinearGaussianModel:
     Float rows are picked round by round from the streamed coefficients; rational and
     modular rows, and Krylov bases of views, are computed only if the exact method asks.
     """
-    messages = sorted({m for view in transcript.received for m in view}, key=lambda m: (m[1], m[0]))
+    messages = received_messages(transcript)
     index = {message: i for i, message in enumerate(messages)}
     by_round: dict[int, list[tuple[int, int]]] = {}
     for i, (w, t) in enumerate(messages):

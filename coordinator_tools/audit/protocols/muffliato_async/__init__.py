@@ -18,12 +18,17 @@ from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
-from coordinator_tools.audit.protocols.muffliato_async.accountant import account
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
+from coordinator_tools.audit.protocols.muffliato_async.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato_async.rebuild import rebuild_schedule
 from coordinator_tools.audit.protocols.muffliato_async.records import record_problem
 from coordinator_tools.audit.protocols.muffliato_async.schedule import ExchangeSchedule
 from coordinator_tools.audit.protocols.muffliato_async.simulate import plan_ex_ante
-from coordinator_tools.audit.protocols.muffliato_async.trajectories import check_trajectories, conservation_check
+from coordinator_tools.audit.protocols.muffliato_async.trajectories import (
+    CONSERVATION_CHECK,
+    check_trajectories,
+    conservation_check,
+)
 from coordinator_tools.audit.records import Finding, NodeLog, single_draw_problem
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
@@ -41,6 +46,7 @@ class MuffliatoAsyncAuditor(ProtocolAuditor):
     joint_views = True  # views are linear in z = x + η: a coalition stacks its members' rows
     averaging = True
     public_records = frozenset({"sent", "received", "rejected", "exchange", "final_output"})
+    payload_checks = (CONSERVATION_CHECK,)  # the values that crossed and the values after
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         return record_problem(topology, node, kind, entry)
@@ -55,7 +61,7 @@ class MuffliatoAsyncAuditor(ProtocolAuditor):
         return account(run, **options)
 
     def checks(self, replay: Replay) -> list[Check]:
-        checks = [conservation_check(replay)]
+        checks = [] if replay.payloads_stripped else [conservation_check(replay)]
         if replay.private is not None:
             checks.append(trajectory_check(check_trajectories(replay)))
         return checks
@@ -63,6 +69,9 @@ class MuffliatoAsyncAuditor(ProtocolAuditor):
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         return {"exchanges": replay.realized.summary()}
+
+    def canary_model(self, run: ExchangeSchedule, planted: PlantedCanaries) -> CanaryModel:
+        return canary_model(run)
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         if options.rounds is not None or options.accelerated is not None:

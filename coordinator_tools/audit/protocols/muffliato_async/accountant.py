@@ -16,16 +16,36 @@ from flint import fmpq, fmpq_mat
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.paper import message_share_sum
+from coordinator_tools.audit.protocols.muffliato_async.records import VALUE_KINDS
 from coordinator_tools.audit.protocols.muffliato_async.schedule import ExchangeSchedule, ValueRef, walk
+from coordinator_tools.audit.records import MessageKey
 
 PAPER_NOTE = "paper: Muffliato Thm 1 with the realized single-edge averaging matrices (Cor. 1 / Thm 4)"
 
 
+def received_values(schedule: ExchangeSchedule) -> list[ValueRef]:
+    """Every value some node received, in schedule order: the model's rows, in order."""
+    return sorted({ref for view in schedule.received for ref in view}, key=lambda ref: (ref[1], ref[0]))
+
+
+def canary_model(schedule: ExchangeSchedule) -> CanaryModel:
+    """The run's canary coordinates, as of z = x + η; a value is named (sender, exchange id)."""
+    model = linear_model(schedule)
+    labels = tuple((sender, schedule.exchanges[index].exchange_id) for sender, index in received_values(schedule))
+    return CanaryModel(model, model.inputs, labels, exchange_value)
+
+
+def exchange_value(key: MessageKey) -> tuple[int, str] | None:
+    """(sender, exchange id) of a logged exchange value; None for any other message."""
+    return (key.peer, key.id.exchange_id) if key.kind in VALUE_KINDS and key.peer is not None else None
+
+
 def linear_model(schedule: ExchangeSchedule) -> LinearGaussianModel:
     """One row per value some node received, in schedule order; z = x + η columns."""
-    messages = sorted({ref for view in schedule.received for ref in view}, key=lambda ref: (ref[1], ref[0]))
+    messages = received_values(schedule)
     position = {ref: i for i, ref in enumerate(messages)}
     received = tuple(tuple(sorted({position[ref] for ref in view})) for view in schedule.received)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from coordinator_tools.audit.records import carries_value
+from coordinator_tools.audit.records import carries_value, payload_bytes
 from netdp.v1 import viewlog_pb2
 from node.mailboxes.exchange_desk import (
     ABORT,
@@ -33,8 +33,8 @@ SENT_BY_INITIATOR = frozenset({PROPOSE, COMMIT, ABORT, COMMITTED, ABORTED, PENDI
 SENT_BY_RESPONDER = frozenset({ACCEPT, DECLINE, STATUS})
 # Kinds that carry a value, and whose value it is: the sender's just before the exchange.
 VALUE_KINDS = frozenset({ACCEPT, COMMIT, COMMITTED})
-# Kinds whose id carries the initiator's sequence number.
-INITIATOR_SEQUENCED = frozenset({PROPOSE, COMMIT, ABORT, COMMITTED})
+# Kinds whose id carries the initiator's sequence number (a status answer carries its exchange's id).
+INITIATOR_SEQUENCED = frozenset({PROPOSE, COMMIT, ABORT, COMMITTED, ABORTED, PENDING})
 PHASES = {"initiator": frozenset({"proposed", "declined", "committed", "aborted"}),
           "responder": frozenset({"accepted", "declined", "committed", "aborted"})}
 TERMINAL = frozenset({"declined", "committed", "aborted"})
@@ -82,8 +82,8 @@ def _message_problem(topology: Topology, sender: int, receiver: int, entry: Any)
         return "an accept without the responder's sequence number"
     if valued and kind not in VALUE_KINDS:
         return f"a {kind} carries a value"
-    if valued and len(entry.payload.data) != 8 * topology.protocol.dimension:
-        return f"a {kind} value of {len(entry.payload.data) // 8} numbers, not {topology.protocol.dimension}"
+    if valued and payload_bytes(entry.payload) != 8 * topology.protocol.vector_length:
+        return f"a {kind} value of {payload_bytes(entry.payload) // 8} numbers, not {topology.protocol.vector_length}"
     return None
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator_tools.audit.conversion import gaussian_mixture_rdp_epsilon, gaussian_rdp, mixture_rdp, squared_mu
+from coordinator_tools.audit.accountants import CONVERSION_NOTES
+from coordinator_tools.audit.conversion import closed_form_mixture_epsilon, gaussian_rdp, mixture_rdp, squared_mu
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.paper import message_share_sum
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_mixture_sigma, mixture_losses
@@ -120,10 +121,10 @@ def plan_ex_ante(topology: Topology, options: PlanOptions) -> Plan:
         details["calibration"] = {"target_eps": options.target.epsilon, "rule": options.target.rule, "sigma": sigmas}
     paper = np.sqrt(squared_mu(shares, sigma=sigma, sensitivity=sensitivity))
     paper_columns = (mixture_rdp(gaussian_rdp(paper, alpha), alpha),
-                     gaussian_mixture_rdp_epsilon(paper, options.delta, alpha=alpha, conversion=options.conversion))
+                     closed_form_mixture_epsilon(paper, options.delta, alpha=alpha, conversion=options.conversion))
     losses = mixture_losses(geometries, paper_columns, sigma=sigma, sensitivity=sensitivity, alpha=alpha,
-                            delta=options.delta, threat_model=options.threat_model,
-                            notes=[PAPER_NOTE, f"paper (eps, delta) by the {options.conversion} RDP conversion"])
+                            delta=options.delta, threat_model=options.threat_model, paper_conversion=options.conversion,
+                            notes=[PAPER_NOTE, CONVERSION_NOTES[options.conversion]])
     clock = f"{params.exchanges} ticks" if params.exchanges else f"{params.duration_s:g} s of ticks"
     headline = (f"n = {topology.n}, randomized gossip ex ante over {count} simulated schedules "
                 f"(seed {seed}, {clock} per node), sigma = {sigma:.6g}")

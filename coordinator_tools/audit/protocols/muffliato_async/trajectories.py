@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
 
 Slot = tuple[int, str]  # (node, exchange id)
+CONSERVATION_CHECK = "committed exchanges conserve the sum of values"
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def conservation_check(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Chec
     if total is not None:
         detail += f"; sum of outputs vs noisy inputs plus half-applied changes: {total:.2g}"
         ok = ok and total <= rtol
-    return Check("committed exchanges conserve the sum of values", ok, detail)
+    return Check(CONSERVATION_CHECK, ok, detail)
 
 
 def _total_deviation(replay: Replay) -> float | None:
@@ -143,7 +144,7 @@ def _needed(replay: Replay) -> set[int]:
 def _initial(replay: Replay) -> np.ndarray:
     """x + η of every node with a private log; NaN for the others (no record may use them)."""
     private, n = replay.private, replay.realized.n
-    state = np.full((n, replay.topology.protocol.dimension), np.nan)
+    state = np.full((n, replay.topology.protocol.vector_length), np.nan)
     for node in private.inputs:
         state[node] = private.inputs[node] + private.draw(node, NOISE_PURPOSE)
     return state

@@ -1,4 +1,7 @@
-"""The "exact" column of a learning run: the matrix-factorization sensitivity of every pair (u → v).
+"""The "linearized" column of a learning run: the matrix-factorization sensitivity of every pair (u → v).
+
+It holds every node's gradient fixed, which a run does not (its gradients are taken at models that
+carry hidden noise): exact for that model, and no bound on what v learns in a run (`audit.reachable`).
 
 Observer v (or its coalition) sees the rows K_v of the unrolled run (`unrolled`) and knows its own
 gradients and, by default, its own noise (those columns are deleted). Moving u's gradients by
@@ -6,16 +9,15 @@ gradients and, by default, its own noise (those columns are deleted). Moving u's
 u's T columns; since A = B, μ² = δᵀ X δ / σ² with X = E_uᵀ Π E_u, Π the orthogonal projection on
 the row space of K_v in the noise coordinates. With each step's difference bounded by Δ
 (‖δ_s‖ ≤ Δ; which Δ the run uses — 2C for a whole local dataset, 2C/m for one of m examples —
-is the caller's), sens²_u = max δᵀXδ, and ε(α) = α μ²/2 with μ = sens/σ:
+is the caller's) and every gradient a vector of R^D (the model's dimension; the noise is drawn
+per coordinate), sens²_u = max Σ_st X_st ⟨δ_s, δ_t⟩, and ε(α) = α μ²/2 with μ = sens/σ.
 
-* upper: Δ² min(Σ_ij |X_ij|, T λ_max(X)), valid for vector gradients too. When X ≥ 0 entrywise
-  (the common case) the aligned δ (the same unit vector every step) attains Σ_ij X_ij, so the
-  upper end is the exact value; otherwise the scalar problem is a box-constrained QP and the
-  vector one an SDP, and only the interval is reported.
-* lower: the best sign vector δ = Δ s (every one for T ≤ ENUMERATED_STEPS, which is the exact
-  optimum for scalar gradients; a local search beyond). Scalar gradients attain it, so it is
-  below the true value in any dimension; vector gradients can exceed it (X = I − 11ᵀ/3: signs give
-  8/3, three unit vectors at 120° give 3), so reports should lead with the upper end.
+The steps need not move in one direction: X = I − 11ᵀ/3 gives 8/3 with the best signs and 3 with
+three unit vectors at 120°. `directions` computes the worst case over per-step directions as a
+certified interval: the upper end is a proof (weak duality, whatever the search found), the lower
+end is reached by real gradients. They meet when X ≥ 0 entrywise (the common case: the aligned
+steps reach Σ_ij X_ij), for scalar gradients over T ≤ 12 steps, and, up to the search's
+convergence, for D ≥ r with r(r + 1)/2 > T.
 
 X is a block of a projection, so sens² ≤ TΔ², the local-DP value (every step seen directly); the
 upper end is capped there. Values are σ-free, in units of Δ² (like `exact`'s p): q = sens²/Δ² ∈ [0, T].
@@ -34,17 +36,14 @@ from numpy.typing import ArrayLike
 
 from coordinator_tools.audit.conversion import squared_mu
 from coordinator_tools.audit.core import EPS, FINE_RTOL
+from coordinator_tools.audit.directions import direction_interval
 from coordinator_tools.audit.exact import ILL_CONDITIONED_ATOL, ILL_CONDITIONED_RTOL
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import UnrolledRun
 from coordinator_tools.audit.views import coalition
 
-# Entries of X above −NONNEGATIVE_ATOL count as ≥ 0 (rounding leaves ~1e-17 where X is truly 0).
-NONNEGATIVE_ATOL = 1e-12
-# Up to this many steps the lower end tries every sign vector (2^(T−1) of them, s and −s alike).
-ENUMERATED_STEPS = 12
-# A sign flip must raise δᵀXδ by more than this to be taken (so the search ends).
-FLIP_GAIN = 1e-12
+# Pairs whose blocks go to `direction_interval` at once (T² floats each, twice).
+BATCH_PAIRS = 2048
 
 
 @dataclass(frozen=True)
@@ -70,53 +69,16 @@ def observer_blocks(run: UnrolledRun, observer: int, threat_model: ThreatModel =
     return ObserverBlocks(members, _blocks(standard, n, steps), _blocks(fine, n, steps), rounding)
 
 
-def aligned_upper(blocks: np.ndarray) -> np.ndarray:
-    """min(Σ_ij |X_ij|, T λ_max(X)) for a stack of PSD blocks (…, T, T): max δᵀXδ over ‖δ_s‖ ≤ 1 is below it."""
-    steps = blocks.shape[-1]
-    return np.minimum(np.abs(blocks).sum(axis=(-2, -1)), steps * np.linalg.eigvalsh(blocks)[..., -1])
-
-
-def sign_lower(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(max sᵀXs over the sign vectors s tried, that s) for a stack of blocks (p, T, T).
-
-    For T ≤ ENUMERATED_STEPS every sign vector: the exact optimum for scalar gradients (a convex
-    function peaks at a vertex of the box). Beyond, a local search from the aligned s = 1 and from
-    the signs of X's top eigenvector, flipping single signs while one raises the value (flipping
-    s_i changes sᵀXs by 4 (X_ii − s_i (Xs)_i)).
-    """
-    count, steps = blocks.shape[:2]
-    if steps <= ENUMERATED_STEPS:
-        signs = 1.0 - 2.0 * ((np.arange(2 ** (steps - 1))[:, None] >> np.arange(steps)) & 1)  # s_0 = +1
-        values = np.einsum("cs,pst,ct->pc", signs, blocks, signs, optimize=True)
-        choice = np.argmax(values, axis=1)
-        return values[np.arange(count), choice], signs[choice]
-    _, vectors = np.linalg.eigh(blocks)
-    signs = np.stack([np.ones((count, steps)), np.where(vectors[..., -1] >= 0, 1.0, -1.0)])
-    diagonal = np.diagonal(blocks, axis1=-2, axis2=-1)
-    while True:
-        gains = 4 * (diagonal - signs * np.einsum("pst,cpt->cps", blocks, signs))
-        best = np.argmax(gains, axis=-1)
-        improve = np.take_along_axis(gains, best[..., None], axis=-1)[..., 0] > FLIP_GAIN
-        if not improve.any():
-            break
-        start, pair = np.nonzero(improve)
-        signs[start, pair, best[start, pair]] *= -1
-    values = np.einsum("cps,pst,cpt->cp", signs, blocks, signs)
-    choice = np.argmax(values, axis=0)
-    picked = np.arange(count)
-    return values[choice, picked], signs[choice, picked]
-
-
 @dataclass(frozen=True)
 class GradientSensitivity:
-    """sens²_{u→v}/Δ² of every pair, arrays [u, v] (NaN where u observes): an interval and how good it is."""
+    """sens²_{u→v}/Δ² of every pair, arrays [u, v] (NaN where u observes): a certified interval (`directions`)."""
 
     steps: int
-    lower: np.ndarray  # attained by the sign vector `directions[u, v]`
-    upper: np.ndarray  # Δ²-free min(Σ|X|, T λ_max), rounding included, capped at T
-    aligned: np.ndarray  # bool: X ≥ 0, so the aligned δ attains the upper bound (exact up to rounding)
+    dimension: int  # D: every gradient step of a node is a vector of R^D
+    lower: np.ndarray  # reached by real gradient directions in R^D
+    upper: np.ndarray  # a proven bound, rounding of Π included, capped at T
     ill_conditioned: np.ndarray  # bool: the rank cut-off moves the value
-    directions: np.ndarray  # (n, n, T) int8 signs of the δ attaining `lower`; 0 where u observes
+    directions: np.ndarray  # (n, n, T) int8: the best sign vector of the pair (the canary's); 0 where u observes
 
     @property
     def ldp(self) -> float:
@@ -124,25 +86,37 @@ class GradientSensitivity:
         return float(self.steps)
 
 
-def gradient_sensitivity(run: UnrolledRun, threat_model: ThreatModel = ThreatModel()) -> GradientSensitivity:
-    """The MF sensitivity interval of every pair (u → v) of the run."""
+def gradient_sensitivity(run: UnrolledRun, dimension: int,
+                         threat_model: ThreatModel = ThreatModel()) -> GradientSensitivity:
+    """The MF sensitivity interval of every pair (u → v) of the run, for gradients in R^`dimension`.
+
+    The blocks of several observers go to `direction_interval` together (up to BATCH_PAIRS pairs):
+    its search runs on the few blocks the closed forms leave open, and one call for many observers
+    costs little more than one for a single observer.
+    """
     n, steps = run.n, run.steps
     lower, upper = np.full((n, n), np.nan), np.full((n, n), np.nan)
-    aligned, ill_conditioned = np.zeros((n, n), dtype=bool), np.zeros((n, n), dtype=bool)
+    ill_conditioned = np.zeros((n, n), dtype=bool)
     directions = np.zeros((n, n, steps), dtype=np.int8)
+    pending: list[tuple[int, list[int], ObserverBlocks]] = []
     for v in range(n):
         blocks = observer_blocks(run, v, threat_model)
-        sources = [u for u in range(n) if u not in blocks.observers]
-        standard, fine = blocks.standard[sources], blocks.fine[sources]
-        slack = steps * blocks.rounding  # |δᵀEδ| ≤ T ‖E‖₂ and Σ|E_ij| ≤ T ‖E‖₂ for ‖δ_s‖ ≤ 1
-        low, signs = sign_lower(standard)
-        lower[sources, v] = low
-        upper[sources, v] = np.minimum(aligned_upper(fine) + slack, steps)
-        aligned[sources, v] = np.all(np.minimum(standard, fine) >= -NONNEGATIVE_ATOL, axis=(1, 2))
+        pending.append((v, [u for u in range(n) if u not in blocks.observers], blocks))
+        if sum(len(sources) for _, sources, _ in pending) < BATCH_PAIRS and v < n - 1:
+            continue
+        pair = tuple(np.array([[u, w] for w, sources, _ in pending for u in sources], dtype=int).T)
+        standard, fine = (np.concatenate([getattr(blocks, end)[sources] for _, sources, blocks in pending])
+                          for end in ("standard", "fine"))
+        # |Σ E_st ⟨δ_s, δ_t⟩| ≤ ‖E‖₂ Σ ‖δ_s‖² ≤ T ‖E‖₂, E the rounding of Π
+        slack = steps * np.array([blocks.rounding for _, sources, blocks in pending for _ in sources])
+        interval = direction_interval(standard, fine, dimension)
+        lower[pair] = interval.lower
+        upper[pair] = np.minimum(interval.upper + slack, steps)
         moved = np.abs(fine - standard).sum(axis=(1, 2)) + slack
-        ill_conditioned[sources, v] = moved > ILL_CONDITIONED_RTOL * low + ILL_CONDITIONED_ATOL
-        directions[sources, v] = signs
-    return GradientSensitivity(steps, lower, upper, aligned, ill_conditioned, directions)
+        ill_conditioned[pair] = moved > ILL_CONDITIONED_RTOL * interval.lower + ILL_CONDITIONED_ATOL
+        directions[pair] = interval.signs
+        pending = []
+    return GradientSensitivity(steps, dimension, lower, upper, ill_conditioned, directions)
 
 
 def renyi(geometry: ArrayLike, *, alpha: float, sigma: float, sensitivity: float) -> np.ndarray:

@@ -58,9 +58,9 @@ def _run_curve(params: MuffliatoGDParams, logs: dict[int, NodeLog], x: np.ndarra
         for step in range(params.steps - 1):
             record = sent.get(step * params.gossip_rounds)
             if record is not None:
-                per_step[step].append(metric(params.task, from_tensor(record.payload), x, y))
+                per_step[step].append(metric(params.task, from_tensor(record.payload)[: params.dimension], x, y))
         if log.final_output is not None and log.final_output.rounds_completed == params.steps:
-            per_step[-1].append(metric(params.task, from_tensor(log.final_output.value), x, y))
+            per_step[-1].append(metric(params.task, from_tensor(log.final_output.value)[: params.dimension], x, y))
     return [float(np.mean(values)) if values else float("nan") for values in per_step]
 
 

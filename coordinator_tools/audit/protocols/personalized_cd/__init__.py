@@ -4,7 +4,9 @@
 * `accountant`: every pair's columns from the source's composed releases (Thm 1, PLD, RDP);
 * `simulate`: purely local models and CD run centrally, the baselines of a run;
 * `utility`: mean test accuracy of the run, of local models and of non-private CD;
-* `replay_check`: with the private logs and the data, every broadcast model recomputed by update (6).
+* `replay_check`: with the private logs and the data, every broadcast model recomputed by update (6);
+* `canary_model`: an audit run's broadcasts unrolled to the agents' canaries and Laplace draws (the
+  empirical column), each agent's m_i read from its canary record.
 
 The protocol's own check is the paper's promise to each agent: the ε it logged, composed by
 Thm 1 at its δ̄_i, stays within its ε̄_i, and no model left an agent without its spend logged first.
@@ -20,10 +22,12 @@ import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.personalized_cd.accountant import account, pld_epsilon
+from coordinator_tools.audit.protocols.personalized_cd.canary_model import agent_sizes, canary_model
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.protocols.personalized_cd.run import (
     BroadcastRun,
@@ -61,6 +65,9 @@ class PersonalizedCDAuditor(ProtocolAuditor):
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         return record_problem(topology, node, kind, entry)
+
+    def input_bound(self, topology: Topology) -> None:
+        return None  # examples clipped in l1, then the regulariser's 2 lambda_i theta: no fixed bound on the gradient
 
     def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         """The warm start's draw (step 0) if there is one, then gradient draws of increasing updates, all Laplace.
@@ -100,12 +107,16 @@ class PersonalizedCDAuditor(ProtocolAuditor):
             checks.append(trajectory_check(check_updates(replay)))
         return checks
 
+    def canary_model(self, run: BroadcastRun, planted: PlantedCanaries) -> CanaryModel:
+        """The broadcasts unrolled (`canary_model`), with every agent's m_i from its canary record's magnitude."""
+        return canary_model(run, agent_sizes(run.topology.protocol, planted.magnitudes))
+
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         return {"personalized": agent_facts(replay.realized)}
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
-        return utility_report(replay.topology, replay.final_outputs, data_dir)
+        return utility_report(replay.topology, replay.final_estimates, data_dir)
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         if options.target is not None or options.rounds is not None or options.schedules is not None:

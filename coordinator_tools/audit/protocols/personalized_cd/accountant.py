@@ -7,7 +7,8 @@ composition of u's logged ε_t, and the columns are per source, the same for eve
 * paper: Thm 1 (the paper's composition, Kairouz et al.) at the report's δ; an (ε, δ) bound, no RDP;
 * exact: the privacy-loss distribution of the Laplace releases composed (`dp-accounting`'s PLD
   accountant with Laplace events), ε at the report's δ, and their RDP at α (Mironov's exact
-  Laplace RDP, summed): tight for the sequence u released, an upper bound for each observer;
+  Laplace RDP, summed): tight for the sequence u released, an upper bound for each observer
+  (the page's definition says so: not the exact loss of an observer that sees less);
 * ldp: the same (an observer that sees every release of u sees exactly that sequence);
 * central: none (no trusted curator in this protocol).
 The report's `sigma` is the noise relative to the logged scales (1 as run; 2 halves every ε_t,
@@ -40,6 +41,16 @@ NOTES = (
      "report's delta) and the exact Laplace RDP summed (at alpha): tight for the source's releases, an upper bound "
      "for each observer; ldp: the same; central: none"),
 )
+
+# One line per column for the report page: every column is the source's, whoever observes.
+DEFINITIONS = {
+    "paper": "Thm 1 (Kairouz et al. composition) of all the source's logged eps_t at the report's delta, the same for "
+             "every observer; no RDP",
+    "exact": "upper bound: the composition of all the source's releases (PLD at delta, exact Laplace RDP at alpha), "
+             "the same for every observer; exact for one that sees every release, above the loss of one that sees "
+             "fewer (a non-neighbour sees only what neighbours pass on)",
+    "ldp": "the composition of all the source's releases (as exact)",
+}
 
 
 def laplace_event(epsilons: Sequence[float]) -> dp_accounting.DpEvent:
@@ -98,8 +109,9 @@ def account(run: BroadcastRun, **options: Unpack[AccountingOptions]) -> Pairwise
         alpha=alpha, delta=delta, sigma=options["sigma"], sensitivity=options["sensitivity"],
         threat_model=options.get("threat_model", ThreatModel()),
         paper_rdp=np.full((n, n), np.nan), paper_eps=per_source(paper),
-        exact_rdp=per_source(rdp), exact_eps=per_source(eps),
+        exact_rdp_lower=per_source(rdp), exact_eps_lower=per_source(eps),
         exact_rdp_upper=per_source(rdp), exact_eps_upper=per_source(eps),
         reconstructable=np.zeros((n, n), dtype=bool), ill_conditioned=np.zeros((n, n), dtype=bool),
         exact_method="pld", ldp_rdp=float(rdp.max()), ldp_eps=float(eps.max()), central_rdp=math.nan,
-        central_eps=math.nan, ldp_source_rdp=rdp, ldp_source_eps=eps, notes=list(NOTES))
+        central_eps=math.nan, ldp_source_rdp=rdp, ldp_source_eps=eps, notes=list(NOTES),
+        definitions=dict(DEFINITIONS))

@@ -1,13 +1,28 @@
 """Replaying personalized CD from the private logs: every broadcast model is update (6) of what its agent logged.
 
 For every agent and every update t it logged (its `step_inputs` record of step t) the auditor takes
-* its model before the update: zeros (public) at t = 0, else its own broadcast of update t − 1 as it
-  logged it (the recomputed one when it logged none);
+* its model before the update: the one the agent held, its last broadcast as it logged it (zeros,
+  public, before any), or its last recomputed update for an agent without neighbours, which
+  broadcasts nothing;
 * the neighbour broadcasts the step names, by sender and sequence, as its view log received them (a
   neighbour it names none of counts with its public initial model, zeros);
 * its clipped gradient (the private input of step t) and, in a private run, its Laplace draw of step t;
 recomputes update (6) with `AgentProblem.update` and compares the result with every `sent` record of
 the update's broadcast (sequence t + 1): the models the accountant sees are what the agent computed.
+
+A release whose broadcast is not logged was cut short by a crash: the agent died after logging its
+inputs (and paying for it), before its `sent` records, and a restarted agent (`--resume`) goes on
+from its last logged broadcast, not from the model it lost (`node.agent_progress`). So the model an
+update starts from is the last one logged before it, not update t − 1's. A release cut short logged
+its private input if the crash came after it: one with a draw did, one without may have. The private
+inputs (no step of their own) go to the releases in order, so the auditor tells which of those logged
+theirs from the count: none of them, or all of them (one crash, or several at the same point); a
+private log that fits neither is named, not guessed.
+
+In an audit run (`canaries`) every vector has p + M coordinates: the logged input of an update is its
+clipped gradient followed by its canaries, so the recomputed gradient is followed by the signs its
+first update's input carries at magnitude L₀/m_i (half its sensitivity), the same at every update;
+the warm start's input carries zeros there; update (6) is recomputed on all p + M coordinates.
 
 The update depends on the agent's data through m_i alone (c_i, λ_i = 1/m_i, α_i), which no log holds,
 so the check reads the run's data folder (`--data`). Not the noise scale s_t = 2L₀/(ε_t m_i) of a private
@@ -17,16 +32,17 @@ the model before it, and checks that each draw's scale pays for no less than the
 s_t ε_t ≥ 2L₀/m_i (a node's sampler may widen it, never narrow it).
 
 Keyed on the logged records: update t is the `step_inputs` of step t, its draw the `gradient` draw of
-step t, its spend the `budget` record of step t + w, its broadcast sequence t + 1 + w, its gradient
-the private input t + w (w = 1 when the run publishes a private warm start, else 0). The warm start
-is release 0: its private input is the agent's local model (recomputed from the data), its
-`warm_start` draw's scale pays for the budget record of step 0 at the local model's sensitivity,
-broadcast #1 is their sum, and update 0 starts from it instead of zeros.
+step t, its spend the `budget` record of step t + w, its broadcast sequence t + 1 + w (w = 1 when the
+run publishes a private warm start, else 0). The warm start is release 0: its private input is the
+agent's local model (recomputed from the data), its `warm_start` draw's scale pays for the budget
+record of step 0 at the local model's sensitivity, broadcast #1 is their sum, and update 0 starts
+from it instead of zeros (from zeros when a crash cut it short).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,12 +56,36 @@ from coordinator_tools.audit.trajectories import (
     missing_inputs,
 )
 from netdp.v1 import viewlog_pb2
+from node.canaries import Canaries
 from node.codec import from_tensor
 from node.personalized import AgentProblem
 from node.protocols.personalized_cd import NOISE_PURPOSE, WARM_START_PURPOSE, PersonalizedCDParams
 
 if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
+
+
+@dataclass
+class Release:
+    """One release an agent logged, its warm start (`step` None) or update `step`, and what its logs hold of it."""
+
+    step: int | None
+    sequence: int  # of its broadcast
+    inputs: viewlog_pb2.StepInputs | None  # an update's public record of the neighbour broadcasts it used
+    draw: viewlog_pb2.NoiseDraw | None
+    epsilon: float | None  # its logged spend
+    broadcasts: list[viewlog_pb2.Tensor]  # every `sent` payload of its sequence; none: a crash cut it short
+    noisy: bool  # whether the run draws noise for it
+    input_index: int | None = None  # its private input, once assigned
+
+    @property
+    def where(self) -> str:
+        return "warm start" if self.step is None else f"update {self.step}"
+
+    @property
+    def surely_input(self) -> bool:
+        """Whether it logged its private input for sure: its draw or its broadcast came after it."""
+        return self.draw is not None or bool(self.broadcasts)
 
 
 def check_updates(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> TrajectoryCheck:
@@ -56,7 +96,7 @@ def check_updates(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Trajector
         finding = Finding("error", "missing_data", None, "no update recomputed: m_i of every agent is in its data "
                                                          "only; audit with --data")
         return TrajectoryCheck(0, float("nan"), (finding,))
-    updating = {agent for agent, log in replay.logs.items() if log.of_kind("step_inputs")}
+    updating = {agent for agent, log in replay.logs.items() if log.of_kind("step_inputs") or log.sent}
     failed = missing_inputs(updating, set(replay.private.inputs))
     if failed is not None:
         return failed
@@ -64,68 +104,109 @@ def check_updates(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Trajector
     problems = agent_problems(replay.topology, replay.data_dir)
     comparison = PayloadComparison(_largest_model(replay.logs), rtol)
     for agent in sorted(updating):
-        draws = {draw.step: draw for draw in replay.private.draws[agent] if draw.purpose == NOISE_PURPOSE}
-        warm = [draw for draw in replay.private.draws[agent] if draw.purpose == WARM_START_PURPOSE]
-        if params.warm_start_releases and not warm:
-            comparison.unexplained(agent, f"node {agent} updated, but its warm start's draw is not logged")
-            continue
-        _replay_agent(replay.logs[agent], problems[agent], replay.private.inputs[agent],
-                      draws if params.private else None, warm[0] if warm else None, comparison)
+        log, inputs = replay.logs[agent], replay.private.inputs[agent]
+        releases = _releases(log, replay.private.draws[agent], params)
+        if _assign_inputs(agent, releases, len(inputs), comparison):
+            _replay_agent(log, releases, problems[agent], inputs, comparison)
+        for sequence in sorted(_broadcasts(log).keys() - {release.sequence for release in releases}):
+            comparison.unexplained(agent, f"node {agent}'s broadcast #{sequence} follows no logged update")
     return comparison.result()
 
 
-def _replay_agent(log: NodeLog, problem: AgentProblem, inputs: np.ndarray,
-                  draws: dict[int, viewlog_pb2.NoiseDraw] | None, warm: viewlog_pb2.NoiseDraw | None,
-                  comparison: PayloadComparison) -> None:
-    """One agent's updates, in log order, into `comparison` (`draws` by step; None: non-private CD; `warm`: the
-    warm start's draw, whose local model is inputs[0], when the run publishes one)."""
-    agent, initial = log.node, np.zeros(inputs.shape[1])
-    first = int(warm is not None)  # update t is release t + first
-    spends = {int(record.step) - first: float(record.epsilon) for record in log.of_kind("budget")}
+def _releases(log: NodeLog, draws: tuple[viewlog_pb2.NoiseDraw, ...], params: PersonalizedCDParams) -> list[Release]:
+    """The agent's releases in log order: its warm start (when published, and paid for or logged), then its updates."""
+    first = params.warm_start_releases
+    spends = {int(record.step): float(record.epsilon) for record in log.of_kind("budget")}
     broadcasts = _broadcasts(log)
-    start = initial if warm is None else _replay_warm_start(agent, problem, inputs[0], warm, spends.get(-1),
-                                                            broadcasts, comparison)
-    gradients = inputs[first:]
-    models: dict[int, np.ndarray] = {}  # update -> the model it produced, as logged (or recomputed)
+    gradient_draws = {draw.step: draw for draw in draws if draw.purpose == NOISE_PURPOSE}
+    warm = next((draw for draw in draws if draw.purpose == WARM_START_PURPOSE), None)
+    releases = []
+    if first and (0 in spends or warm is not None or 1 in broadcasts):
+        releases.append(Release(None, 1, None, warm, spends.get(0), broadcasts.get(1, []), True))
     for record in log.of_kind("step_inputs"):
         step = int(record.step)
-        where = f"node {agent}'s update {step}"
-        logged = broadcasts.pop(step + 1 + first, [])
-        previous = start if step == 0 else models.get(step - 1)
-        if step >= len(gradients) or (draws is not None and step not in draws) or previous is None:
-            if logged:  # a step cut short (a crash before its draw) released nothing: only a broadcast needs it all
-                comparison.unexplained(agent, f"{where} was broadcast, but its gradient, draw or previous model "
-                                              "is not logged")
-            continue
-        used, unheard = _used_models(record, log, problem, initial)
-        if unheard:
-            comparison.unexplained(agent, f"{where} used {unheard[0]}, which its view log did not receive")
-            continue
-        comparison.compare(agent, gradients[step], problem.gradient(previous)[0], f"{where}'s logged gradient")
-        noise = initial
-        if draws is not None:
-            noise = from_tensor(draws[step].value)
-            _check_scale(agent, where, draws[step].scale, spends.get(step), problem.sensitivity, comparison)
-        recomputed = problem.update(previous, used, gradients[step] + noise)
-        for tensor in logged:
-            comparison.compare(agent, tensor, recomputed, f"{where}'s broadcast #{step + 1 + first}")
-        models[step] = from_tensor(logged[0]) if logged else recomputed
-    for sequence in sorted(broadcasts):
-        comparison.unexplained(agent, f"node {agent}'s broadcast #{sequence} follows no logged update")
+        releases.append(Release(step, step + 1 + first, record, gradient_draws.get(step), spends.get(step + first),
+                                broadcasts.get(step + 1 + first, []), params.private))
+    return releases
 
 
-def _replay_warm_start(agent: int, problem: AgentProblem, local: np.ndarray, draw: viewlog_pb2.NoiseDraw,
-                       epsilon: float | None, broadcasts: dict[int, list[viewlog_pb2.Tensor]],
-                       comparison: PayloadComparison) -> np.ndarray:
-    """The warm start's local model, noise scale and broadcast #1 checked; the model the agent's updates start from."""
-    where = f"node {agent}'s warm start"
-    comparison.compare(agent, local, problem.local_model(), f"{where}'s local model")
-    _check_scale(agent, where, draw.scale, epsilon, problem.warm_start_sensitivity, comparison)
-    released = local + from_tensor(draw.value)
-    logged = broadcasts.pop(1, [])
-    for tensor in logged:
-        comparison.compare(agent, tensor, released, f"{where}'s broadcast #1")
-    return from_tensor(logged[0]) if logged else released
+def _assign_inputs(agent: int, releases: list[Release], inputs: int, comparison: PayloadComparison) -> bool:
+    """Each release's private input, in order: every one that surely logged one, and the others (cut short before
+    their draw) all or none, as the count says; False, with a finding, when the count says neither."""
+    cut_short = sum(not release.surely_input for release in releases)
+    extra = inputs - (len(releases) - cut_short)
+    if extra not in (0, cut_short):
+        comparison.unexplained(agent, f"node {agent}'s private log holds {inputs} inputs for {len(releases)} releases, "
+                                      f"{cut_short} of them cut short before their draw: the count cannot tell "
+                                      "which of those logged theirs")
+        return False
+    index = 0
+    for release in releases:
+        if release.surely_input or extra:
+            release.input_index, index = index, index + 1
+    return True
+
+
+def _replay_agent(log: NodeLog, releases: list[Release], problem: AgentProblem, inputs: np.ndarray,
+                  comparison: PayloadComparison) -> None:
+    """One agent's releases, in log order, into `comparison`. The model it holds is its last logged broadcast (a
+    release cut short changes nothing: the agent resumed from that broadcast), or for an agent without
+    neighbours, which broadcasts nothing, its last recomputed update."""
+    agent, initial, dimension = log.node, np.zeros(inputs.shape[1]), problem.data.x.shape[1]
+    held = initial
+    gradients = [inputs[release.input_index] for release in releases
+                 if release.step is not None and release.input_index is not None]
+    canaries = Canaries(np.sign(gradients[0][dimension:]) if gradients else np.zeros(0))
+    for release in releases:
+        where = f"node {agent}'s {release.where}"
+        private_input = None if release.input_index is None else inputs[release.input_index]
+        if release.step is None:
+            recomputed = _replay_warm_start(agent, where, problem, private_input, release, comparison)
+        else:
+            recomputed = _replay_update(where, log, problem, canaries, held, private_input, release, comparison)
+        if release.broadcasts and recomputed is None:
+            comparison.unexplained(agent, f"{where} was broadcast, but its private input or draw is not logged")
+        elif recomputed is not None:
+            for tensor in release.broadcasts:
+                comparison.compare(agent, tensor, recomputed, f"{where}'s broadcast #{release.sequence}")
+        if release.broadcasts:
+            held = from_tensor(release.broadcasts[0])
+        elif not problem.weights and recomputed is not None:
+            held = recomputed
+
+
+def _replay_update(where: str, log: NodeLog, problem: AgentProblem, canaries: Canaries, held: np.ndarray,
+                   gradient: np.ndarray | None, release: Release, comparison: PayloadComparison) -> np.ndarray | None:
+    """Update (6) from the held model; None when its gradient or draw is not logged (a crash cut it short). The
+    recomputed gradient is the data coordinates' followed by the agent's canaries (an audit run)."""
+    agent, dimension = log.node, problem.data.x.shape[1]
+    if gradient is not None:
+        recomputed = canaries.planted(problem.gradient(held[:dimension])[0], problem.sensitivity)
+        comparison.compare(agent, gradient, recomputed, f"{where}'s logged gradient")
+    if release.draw is not None:
+        _check_scale(agent, where, release.draw.scale, release.epsilon, problem.sensitivity, comparison)
+    if gradient is None or (release.noisy and release.draw is None):
+        return None
+    used, unheard = _used_models(release.inputs, log, problem, np.zeros_like(held))
+    if unheard:
+        comparison.unexplained(agent, f"{where} used {unheard[0]}, which its view log did not receive")
+        return None
+    noise = 0.0 if release.draw is None else from_tensor(release.draw.value)
+    return problem.update(held, used, gradient + noise)
+
+
+def _replay_warm_start(agent: int, where: str, problem: AgentProblem, local: np.ndarray | None, release: Release,
+                       comparison: PayloadComparison) -> np.ndarray | None:
+    """The warm start's local model and noise scale checked; its release, or None when its input or draw is not
+    logged (a crash cut it short, and the agent's updates start from zeros)."""
+    if local is not None:
+        padded = np.zeros(local.shape)  # an audit run's canary coordinates: zeros, the warm start plants no canaries
+        padded[: problem.data.x.shape[1]] = problem.local_model()
+        comparison.compare(agent, local, padded, f"{where}'s local model")
+    if release.draw is None or local is None:
+        return None
+    _check_scale(agent, where, release.draw.scale, release.epsilon, problem.warm_start_sensitivity, comparison)
+    return local + from_tensor(release.draw.value)
 
 
 def _broadcasts(log: NodeLog) -> dict[int, list[viewlog_pb2.Tensor]]:

@@ -12,6 +12,9 @@ per agent, the ε of every release in order, and notes:
   each at its published ε (a warning: the spend is inferred, not read).
 An agent may have run under a lower budget than the published one (`netdp-node --budget`), which
 its run header declares (`node.agent_budget`): it is checked against that one, the stricter.
+The rebuild also keeps what the canary model (`canary_model`) unrolls the broadcasts from: who
+logged which broadcast (sender, sequence) in its view, each agent's own sent broadcasts, and the
+neighbour broadcasts each of its updates used (its `step_inputs`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class BroadcastRun(OnTopology):
     inferred: set[int] = field(default_factory=set)  # agents whose spends come from the published split
     heard: np.ndarray | None = None  # [u, v]: v logged at least one broadcast of u
     declared: dict[int, tuple[float, float]] = field(default_factory=dict)  # agent -> budget its header declares
+    views: dict[int, frozenset[tuple[int, int]]] = field(default_factory=dict)  # observer -> (sender, sequence) seen
+    sent: dict[int, frozenset[int]] = field(default_factory=dict)  # agent -> sequences of the broadcasts it logged
+    used: dict[int, dict[int, dict[int, int]]] = field(default_factory=dict)  # agent -> update -> {peer: sequence}
 
     def budget_of(self, agent: int) -> tuple[float, float] | None:
         """The (ε̄_i, δ̄_i) the agent is held to: the published one, or the stricter one its log declares."""
@@ -105,8 +111,15 @@ def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[
         for key in log.values_in_view():
             heard[key.peer, observer] = True
             received[key.peer] = max(received.get(key.peer, 0), key.id.sequence)
-    run = BroadcastRun(topology, heard=heard, declared={
-        agent: budget for agent, log in logs.items() if (budget := logged_budget(log.header)) is not None})
+    run = BroadcastRun(
+        topology, heard=heard,
+        declared={agent: budget for agent, log in logs.items() if (budget := logged_budget(log.header)) is not None},
+        views={observer: frozenset((key.peer, key.id.sequence) for key in log.values_in_view())
+               for observer, log in logs.items()},
+        sent={agent: frozenset(key.id.sequence for key in log.sent) for agent, log in logs.items()},
+        used={agent: {int(record.step): {ref.peer: int(ref.sequence) for ref in record.inputs}
+                      for record in log.of_kind("step_inputs")} for agent, log in logs.items()},
+    )  # fmt: skip
     for agent in range(topology.n):
         log = logs.get(agent)
         if log is not None:

@@ -50,7 +50,9 @@ def utility_report(topology: Topology, outputs: Mapping[int, np.ndarray], data_d
         scores = accuracies(models[scored], [tests[agent] for agent in scored], params.task)
         return float((scores if params.task == "logistic" else np.sqrt(scores)).mean())  # MSE -> RMSE per agent
 
-    run = mean(np.array([outputs.get(agent, np.zeros(params.dimension)) for agent in range(topology.n)]))
+    # an audit run's outputs end with canary coordinates: the model is the p data coordinates
+    run = mean(np.array([outputs.get(agent, np.zeros(params.dimension))[: params.dimension]
+                         for agent in range(topology.n)]))
     return {
         "metric": "accuracy" if params.task == "logistic" else "rmse",
         "agents_scored": scored,

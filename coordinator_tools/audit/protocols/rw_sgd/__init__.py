@@ -4,8 +4,9 @@ The logs are the token slot's, so the replay, the custody chain, the rebuild and
 model are the token summations' (`token_sum`), with a gradient step for a contribution (noise
 only past the cap) and no result; what differs is here:
 
-* `theory`: Thm 3 (anonymous and sender-known), amplification by iteration on a realized walk,
-  ex ante over simulated walks, communicability;
+* `theory`: Thm 3 (anonymous and sender-known) and the orders where it holds, amplification by
+  iteration on realized walks, communicability;
+* `ex_ante`: the realized-path bound over simulated walks, an estimate with its interval;
 * `accountant`: every column per pair;
 * `plan`: the run ex ante, before it happens.
 """
@@ -22,6 +23,7 @@ from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
+from coordinator_tools.audit.protocols.base import gradient_bound
 from coordinator_tools.audit.protocols.rw_sgd import theory
 from coordinator_tools.audit.protocols.rw_sgd.accountant import account, theorem3_matrix
 from coordinator_tools.audit.protocols.rw_sgd.plan import plan_walk
@@ -47,9 +49,13 @@ class RwSgdAuditor(TokenSumAuditor):
     def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         return draws_problem(draws, rw_sgd.NOISE_PURPOSE)
 
+    def input_bound(self, topology: Topology) -> float | None:
+        return gradient_bound(topology)
+
     def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-        """A gradient for each of the first visits (all of them below the cap), a draw for every visit."""
-        return f"{inputs} gradients for {len(draws)} visits" if inputs > len(draws) else None
+        """A gradient for each of the first visits (all of them below the cap), a draw for every visit but a last
+        one its holder died in after logging its gradient (the token is lost there: `token_lost`)."""
+        return f"{inputs} gradients for {len(draws)} visits" if inputs > len(draws) + 1 else None
 
     def account(self, run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         return account(run, **options)
@@ -64,7 +70,8 @@ class RwSgdAuditor(TokenSumAuditor):
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         run: TokenRun = replay.realized
         return {"token_walk": {"tokens": [history.to_json() for history in run.histories]},
-                "rw_sgd": walk_facts(run.topology, run.visits(), accounting)}
+                "rw_sgd": {**walk_facts(run.topology, run.visits(), accounting),
+                           "ex_ante": losses.columns["ex_ante"].sampling}}
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         """The walk's model over steps, and the last holder's, against a trusted curator and nodes alone."""
@@ -87,7 +94,7 @@ def walk_facts(topology: Topology, contributions: np.ndarray, accounting: Mappin
         "sender": params.sender, "contribution_cap": params.contribution_cap,
         "contributions": contributions.tolist(),
         "theorem3": {"order_valid": bool(theory.order_valid(alpha, multiplier)), "noise_multiplier": multiplier,
-                     **_spread(single)},
+                     "largest_valid_order": theory.largest_valid_order(multiplier), **_spread(single)},
     }
 
 

@@ -9,24 +9,30 @@ path[t] == v (consecutive steps at v add nothing new: v knows its own gradient a
 σ_m = σ/Δ is the noise multiplier. Every loss is a Rényi divergence at order α (nats) in an
 array indexed [source u, observer v], diagonal NaN.
 
-* `theorem3_single`, `first_hit_sum`, `order_valid`: the paper's closed form per contribution.
-* `realized_path_rdp` (amplification by iteration) and `segment_exact_rdp` (matrix-factorization
-  model): the loss conditioned on one realized path; `ex_ante_rdp` averages over simulated paths.
+* `theorem3_single` (`theorem3_factor` times α/σ_m²), `first_hit_sum`, `order_valid`,
+  `largest_valid_order`: the paper's closed form per contribution and the orders where it holds.
+* `realized_path_rdp` (amplification by iteration, a bound for non-expansive steps) and
+  `segment_exact_rdp` (the linearized matrix-factorization model, no bound on a run): the loss
+  conditioned on one realized path; `path_geometry` computes either for a batch
+  of walks at once (`simulate_walks`), which `ex_ante` averages over.
 * Definition 8's communicability with c_i = α/(σ_m² i) is L scaled, so no separate function;
   `estrada_communicability` (c_i = 1/i!) is for the Fig. 3 heatmap beside the loss matrix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from itertools import pairwise
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.linalg
-from scipy.special import logsumexp
+from numpy.typing import ArrayLike
 
 TOL = 1e-9
-PathLoss = Callable[..., np.ndarray]
+# (gradient step, observer) rows the batched path losses handle at once: a few int64 arrays of this length.
+BATCH_ENTRIES = 1 << 18
+PathRule = Literal["amplification", "per_step", "segment"]
 
 
 def _check_transition(W: np.ndarray) -> np.ndarray:
@@ -58,6 +64,15 @@ def order_valid(alpha: float | np.ndarray, noise_multiplier: float) -> bool | np
     return bool(ok) if ok.ndim == 0 else ok
 
 
+def largest_valid_order(noise_multiplier: float) -> float:
+    """The largest α at which Thm 3 holds, the root (1 + √(1 + 2σ_m²))/2 of σ_m² = 2α(α − 1), rounded down until
+    `order_valid` agrees; 1 (no order) without noise."""
+    alpha = (1 + np.sqrt(1 + 2 * noise_multiplier**2)) / 2
+    while alpha > 1 and not order_valid(alpha, noise_multiplier):
+        alpha = np.nextafter(alpha, 1.0)
+    return float(alpha)
+
+
 def mask_orders(losses: np.ndarray, alphas: Sequence[float], noise_multiplier: float) -> np.ndarray:
     """Set losses[k] (order alphas[k]) to NaN where Thm 3 is not valid at that order."""
     out = np.array(losses, dtype=float)
@@ -74,28 +89,34 @@ def log_matrix(W: np.ndarray) -> np.ndarray:
     return -(phi * np.log(mu)) @ phi.T
 
 
-def theorem3_single(W: np.ndarray, steps: int, alpha: float, noise_multiplier: float,
-                    sender_known: bool = False, *, authors_code: bool = False) -> np.ndarray:
-    """ICML 2024 Thm 3 for ONE contribution of u, as written: (α/σ_m²)(L[u,v] + H_T/n).
+def theorem3_factor(W: np.ndarray, steps: int, sender_known: bool = False, *, authors_code: bool = False
+                    ) -> np.ndarray:
+    """ICML 2024 Thm 3 for ONE contribution of u without its α/σ_m²: L[u,v] + H_T/n (diagonal NaN).
 
     H_T is the harmonic number Σ_{t≤T} 1/t (the proof's Σ 1/(n t)); the authors' code uses ln T
-    (`authors_code=True` reproduces it). Multiply by u's (capped) number of contributions.
-    sender_known (App. B.1): L[u,v] → max over w with W[v,w] > 0 of L[u,w]; w = u counts (the
-    last hop may come from u) and so does w = v itself: the sender-known view contains the
-    anonymous one, so its bound must not be smaller (the open-neighbourhood max is, for some
-    pairs). All NaN when the order is invalid (σ_m² < 2α(α − 1)).
+    (`authors_code=True` reproduces it). sender_known (App. B.1): L[u,v] → max over w with
+    W[v,w] > 0 of L[u,w]; w = u counts (the last hop may come from u) and so does w = v itself: the
+    sender-known view contains the anonymous one, so its bound must not be smaller (the
+    open-neighbourhood max is, for some pairs).
     """
     L = log_matrix(W)
     n = len(L)
-    if not order_valid(alpha, noise_multiplier):  # σ_m = 0 included
-        return np.full((n, n), np.nan)
     if sender_known:
         W = np.asarray(W, dtype=float)
         near = (W > 0) | np.eye(n, dtype=bool)  # near[v, w]: w may hand the token to v
         L = np.where(near[None, :, :], L[:, None, :], -np.inf).max(axis=2)
     harmonic = np.log(steps) if authors_code else np.sum(1 / np.arange(1, steps + 1))
-    loss = alpha / noise_multiplier ** 2 * (L + harmonic / n)
-    return _nan_diagonal(loss)
+    return _nan_diagonal(L + harmonic / n)
+
+
+def theorem3_single(W: np.ndarray, steps: int, alpha: float, noise_multiplier: float,
+                    sender_known: bool = False, *, authors_code: bool = False) -> np.ndarray:
+    """ICML 2024 Thm 3 for ONE contribution of u, as written: (α/σ_m²)(L[u,v] + H_T/n) (`theorem3_factor`).
+    Multiply by u's (capped) number of contributions. All NaN when the order is invalid (σ_m² < 2α(α − 1))."""
+    factor = theorem3_factor(W, steps, sender_known, authors_code=authors_code)
+    if not order_valid(alpha, noise_multiplier):  # σ_m = 0 included
+        return np.full(factor.shape, np.nan)
+    return alpha / noise_multiplier ** 2 * factor
 
 
 def first_hit_sum(W: np.ndarray, steps: int, alpha: float, noise_multiplier: float) -> np.ndarray:
@@ -108,66 +129,157 @@ def first_hit_sum(W: np.ndarray, steps: int, alpha: float, noise_multiplier: flo
     return _nan_diagonal(alpha / noise_multiplier ** 2 * total)
 
 
-def simulate_walk(W: np.ndarray, steps: int, start: int, rng: np.random.Generator) -> np.ndarray:
-    """A path of the Markov chain W: path[0] = start, path[t+1] ~ W[path[t]]."""
+def simulate_walks(W: np.ndarray, steps: int, start: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` paths of the Markov chain W, shape (count, steps): paths[:, 0] = start, paths[:, t+1] ~ W[paths[:, t]].
+
+    The walks advance together, one uniform draw per walk and step, so one walk takes the draws of
+    `rng.random(steps − 1)`, in order.
+    """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     cumulative = np.cumsum(np.asarray(W, dtype=float), axis=1)
-    path = np.empty(steps, dtype=int)
-    path[0] = start
-    for t, draw in enumerate(rng.random(steps - 1), start=1):
-        row = cumulative[path[t - 1]]
-        path[t] = min(int(np.searchsorted(row, draw * row[-1], side="right")), len(row) - 1)
-    return path
+    last = len(cumulative) - 1
+    paths = np.empty((count, steps), dtype=np.int64)
+    paths[:, 0] = start
+    draws = rng.random((steps - 1, count))
+    for t in range(1, steps):
+        rows = cumulative[paths[:, t - 1]]
+        paths[:, t] = np.minimum((rows <= draws[t - 1, :, None] * rows[:, -1:]).sum(axis=1), last)
+    return paths
 
 
-def contributions(path: Sequence[int], cap: int | None, n: int) -> np.ndarray:
-    """Which steps bear a gradient: a node's first `cap` visits (all if cap is None); later ones add noise only."""
-    path = np.asarray(path, dtype=int)
+def simulate_walk(W: np.ndarray, steps: int, start: int, rng: np.random.Generator) -> np.ndarray:
+    """A path of the Markov chain W: path[0] = start, path[t+1] ~ W[path[t]]."""
+    return simulate_walks(W, steps, start, 1, rng)[0]
+
+
+def contributions(paths: ArrayLike, cap: int | None, n: int) -> np.ndarray:
+    """Which steps bear a gradient: a node's first `cap` visits of its walk (all if cap is None), along the last
+    axis of `paths` (one path or a stack of them); later visits add noise only."""
+    paths = np.asarray(paths, dtype=np.int64)
     if cap is None:
-        return np.ones(len(path), dtype=bool)
+        return np.ones(paths.shape, dtype=bool)
     if cap < 0:
         raise ValueError(f"cap must be >= 0 or None, got {cap}")
-    seen = np.zeros(n, dtype=int)
-    bearing = np.zeros(len(path), dtype=bool)
-    for t, node in enumerate(path):
-        bearing[t] = seen[node] < cap
-        seen[node] += 1
-    return bearing
+    if paths.size == 0:
+        return np.zeros(paths.shape, dtype=bool)
+    walks = paths.reshape(-1, paths.shape[-1])
+    visitor = (np.arange(len(walks))[:, None] * n + walks).ravel()  # (walk, node) of every step, in time order
+    order = np.argsort(visitor, kind="stable")
+    grouped = visitor[order]
+    rank = np.empty(visitor.size, dtype=np.int64)  # how many earlier visits of the same node on the same walk
+    rank[order] = np.arange(visitor.size) - np.searchsorted(grouped, grouped, side="left")
+    return (rank < cap).reshape(paths.shape)
 
 
-def _segments(path: np.ndarray, contributes: np.ndarray, v: int):
-    """u's gradient steps that v ever sees, grouped by the observation r that first follows them.
+@dataclass(frozen=True)
+class _Segments:
+    """Every (gradient step of u, observer v) where v sees the step, over a batch of walks, sorted by segment, then
+    step. A segment is u's steps between two consecutive observations of v (v knows θ after its own steps): `seen`
+    is the observation r that first follows them, `start` the first step after v's observation before (0 for the
+    first one); `first` indexes each segment's first row."""
 
-    Yields (u, steps s, r, segment start): v knows θ after its own step, so the segment of an
-    observation r is the steps strictly after v's previous observation (from 0 for the first).
-    """
-    seen = np.flatnonzero(path == v)
-    steps = np.flatnonzero(contributes & (path != v))
-    segment = np.searchsorted(seen, steps, side="right")
-    keep = segment < len(seen)  # steps after v's last observation are unseen
-    steps, segment = steps[keep], segment[keep]
-    for u in np.unique(path[steps]):
-        mine = path[steps] == u
-        for j in np.unique(segment[mine]):
-            yield u, steps[mine & (segment == j)], seen[j], 0 if j == 0 else seen[j - 1] + 1
+    walk: np.ndarray
+    source: np.ndarray
+    observer: np.ndarray
+    step: np.ndarray
+    seen: np.ndarray
+    start: np.ndarray
+    first: np.ndarray
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(np.append(self.first, len(self.step)))
 
 
-def _taut_string(shifts: np.ndarray, r: int) -> float:
-    """min Σ a_i² over Feldman et al.'s schedules (Σ_{i≤t} a_i ≤ Σ_{i≤t} s_i, equal at r − 1), unit shifts
-    at `shifts`: the lower convex hull of the cumulative shifts, each piece costing rise²/run."""
-    points = [(s - 1, j) for j, s in enumerate(shifts)] + [(r - 1, len(shifts))]
-    hull: list[tuple[int, int]] = []
-    for p in points:
-        while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1])
-                                  - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])) <= 0:
-            hull.pop()
-        hull.append(p)
-    return sum((b[1] - a[1]) ** 2 / (b[0] - a[0]) for a, b in pairwise(hull))
+def _segments(paths: np.ndarray, contributes: np.ndarray, n: int, observers: np.ndarray) -> _Segments:
+    """The segments of `observers` on every walk of `paths` (count, T). Every visit is a key (walk · n + node) ·
+    (T + 1) + time, sorted between two sentinels; a gradient step s of u is looked up among v's visits as the first
+    key after its own (walk, v, s): v's next visit if that key is still v's on that walk (steps after v's last
+    visit are unseen), and the key before it is v's previous visit if it is v's at all."""
+    count, steps = paths.shape
+    span = steps + 1
+    visits = np.concatenate(([-1], np.sort(((np.arange(count)[:, None] * n + paths) * span
+                                            + np.arange(steps)).ravel()), [count * n * span]))
+    walk, step = np.nonzero(contributes)
+    source = paths[walk, step]
+    base = (walk[:, None] * n + observers) * span  # [gradient step, observer]: where v's visits on that walk begin
+    at = np.searchsorted(visits, base + step[:, None], side="right")
+    row, column = np.nonzero((visits[at] < base + span) & (source[:, None] != observers))
+    at, base = at[row, column], base[row, column]
+    seen, before = visits[at] - base, visits[at - 1] - base
+    start = np.where(before >= 0, before + 1, 0)
+    key = (base + seen) * n + source[row]
+    order = np.argsort(key, kind="stable")  # rows come step by step, so a segment's steps stay in time order
+    key = key[order]
+    boundary = np.ones(key.size, dtype=bool)
+    boundary[1:] = key[1:] != key[:-1]
+    return _Segments(walk[row][order], source[row][order], observers[column][order], step[row][order],
+                     seen[order], start[order], np.flatnonzero(boundary))
+
+
+def _taut_strings(points: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """min Σ a_i² over Feldman et al.'s schedules (Σ_{i≤t} a_i ≤ Σ_{i≤t} s_i, equal at r − 1) per segment, from
+    `points` [segment, j] = s_j − 1 (u's unit shifts, j < k) and r − 1 (j = k = sizes), padding beyond: the lower
+    convex hull of the cumulative shifts (x, j), each piece costing rise²/run. Gift wrapping: from each hull vertex
+    the next one is the point of least slope."""
+    columns = np.arange(points.shape[1])
+    cost = np.zeros(len(points))
+    vertex = np.zeros(len(points), dtype=np.int64)
+    active = np.arange(len(points))
+    while active.size:
+        x, at, rows = points[active], vertex[active], np.arange(active.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = (columns - at[:, None]) / (x - x[rows, at][:, None])
+        slope[(columns <= at[:, None]) | (columns > sizes[active][:, None])] = np.inf
+        following = np.argmin(slope, axis=1)
+        cost[active] += (following - at) ** 2 / (x[rows, following] - x[rows, at])
+        vertex[active] = following
+        active = active[following < sizes[active]]
+    return cost
+
+
+def _segment_costs(segments: _Segments, rule: PathRule) -> np.ndarray:
+    """Each segment's σ-free loss under `rule` (see `path_geometry`)."""
+    first, sizes = segments.first, segments.sizes
+    if rule == "segment":
+        return sizes**2 / (segments.seen[first] - segments.start[first])
+    single = 1.0 / (segments.seen - segments.step)
+    if rule == "per_step":
+        return np.add.reduceat(single, first)
+    cost = single[first]
+    size_class = np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64)  # k in (2^(c−1), 2^c]
+    owner = np.repeat(np.arange(first.size), sizes)
+    for level in range(1, size_class.max(initial=0) + 1):  # segments of several steps, one size class at a time
+        chosen = np.flatnonzero(size_class == level)
+        if chosen.size:
+            points = np.full((chosen.size, sizes[chosen].max() + 1), np.inf)
+            rows = np.flatnonzero(size_class[owner] == level)
+            points[np.searchsorted(chosen, owner[rows]), rows - first[owner[rows]]] = segments.step[rows] - 1
+            points[np.arange(chosen.size), sizes[chosen]] = segments.seen[first[chosen]] - 1
+            cost[chosen] = _taut_strings(points, sizes[chosen])
+    return cost
+
+
+def path_geometry(paths: ArrayLike, contributes: ArrayLike, n: int, rule: PathRule = "amplification") -> np.ndarray:
+    """σ-free loss [walk, u, v] of every walk of `paths` (count, T), conditioned on its path: its RDP is
+    α (Δ/σ)² g / 2. `rule`: "amplification" (`realized_path_rdp`), "per_step" (its `joint=False`) or "segment"
+    (`segment_exact_rdp`). The diagonal is 0. Observers go in blocks of at most BATCH_ENTRIES (step, observer)
+    rows, so memory stays bounded whatever n and T are."""
+    paths, contributes = np.asarray(paths, dtype=np.int64), np.asarray(contributes, dtype=bool)
+    count = len(paths)
+    block = max(1, BATCH_ENTRIES // max(1, int(np.count_nonzero(contributes))))
+    geometry = np.zeros(count * n * n)
+    for low in range(0, n, block):
+        segments = _segments(paths, contributes, n, np.arange(low, min(n, low + block)))
+        cost = _segment_costs(segments, rule)
+        cell = (segments.walk[segments.first] * n + segments.source[segments.first]) * n
+        geometry += np.bincount(cell + segments.observer[segments.first], weights=cost, minlength=geometry.size)
+    return geometry.reshape(count, n, n)
 
 
 def _path_inputs(path, contributes, n):
-    path = np.asarray(path, dtype=int)
+    path = np.asarray(path, dtype=np.int64)
     contributes = np.asarray(contributes, dtype=bool)
     if path.shape != contributes.shape or path.ndim != 1 or (path < 0).any() or (path >= n).any():
         raise ValueError("path must be a 1-d sequence of nodes in [0, n) with one `contributes` flag per step")
@@ -188,17 +300,17 @@ def realized_path_rdp(path: Sequence[int], contributes: Sequence[bool], n: int, 
     [u, u, v]: 3αΔ²/(4σ²), below the exact αΔ²/σ² of identity updates, which are non-expansive).
     """
     path, contributes = _path_inputs(path, contributes, n)
-    loss = np.zeros((n, n))
-    for v in range(n):
-        for u, shifts, r, _ in _segments(path, contributes, v):
-            loss[u, v] += _taut_string(shifts, r) if joint else np.sum(1 / (r - shifts))
-    return _nan_diagonal(alpha * sensitivity ** 2 / (2 * sigma ** 2) * loss)
+    geometry = path_geometry(path[None], contributes[None], n, "amplification" if joint else "per_step")[0]
+    return _nan_diagonal(alpha * sensitivity ** 2 / (2 * sigma ** 2) * geometry)
 
 
 def segment_exact_rdp(path: Sequence[int], contributes: Sequence[bool], n: int, alpha: float,
                       sigma: float, sensitivity: float) -> np.ndarray:
-    """Exact Gaussian divergence of v's view in the matrix-factorization model: every step's gradient
-    is a free input bounded by Δ, only u's differ (adaptive inputs: Denisov et al. 2022).
+    """Exact Gaussian divergence of v's view in the linearized (matrix-factorization) model: every step's
+    gradient is a fixed input bounded by Δ, only u's differ. Exact for gradients that do not depend on the
+    model; no bound on a run whose gradients do: on the walk [v, w, u, v] with u's gradient hθ − a_u (its step
+    θ ↦ (1 − γh)θ + γ(a_u − η)) the run reveals α Δ²/(2σ²(1 + (1 − γh)²)), up to αΔ²/(2σ²) at γh = 1,
+    where this gives αΔ²/(4σ²).
 
     v knows θ_0 = 0 and its own gradients and noise, so its view is equivalent to independent sums
     over the segments of steps strictly between consecutive observations (and [0, first one)).
@@ -208,26 +320,12 @@ def segment_exact_rdp(path: Sequence[int], contributes: Sequence[bool], n: int, 
     Against `realized_path_rdp`: this is never larger (Cauchy–Schwarz on the schedule), but it is a
     different model, not a tighter bound. Path [w, u, v]: αΔ²/(4σ²) here, since w's earlier noise
     also hides u's gradient in the sum v sees; amplification by iteration gives αΔ²/(2σ²), because a
-    non-expansive step of u (e.g. x ↦ const) may erase earlier noise. Path [u, u, v]: both give
+    non-expansive step of u (e.g. x ↦ const) may erase earlier noise, as the walk above shows. Path [u, u, v]: both give
     αΔ²/σ², and the paper-style per-contribution sum (joint=False) gives 3αΔ²/(4σ²) < exact.
     """
     path, contributes = _path_inputs(path, contributes, n)
-    loss = np.zeros((n, n))
-    for v in range(n):
-        for u, shifts, r, start in _segments(path, contributes, v):
-            loss[u, v] += len(shifts) ** 2 / (r - start)
-    return _nan_diagonal(alpha * sensitivity ** 2 / (2 * sigma ** 2) * loss)
-
-
-def ex_ante_rdp(paths: Sequence[Sequence[int]], cap: int | None, n: int, alpha: float, sigma: float,
-                sensitivity: float, loss: PathLoss = realized_path_rdp) -> np.ndarray:
-    """(1/(α−1)) log E_path exp((α−1)·loss(path)) over `paths`, walks simulated from the published W: the Rényi
-    divergence of a mixture over a data-independent path is at most this (the path itself being kept secret)."""
-    if alpha <= 1 or not paths:
-        raise ValueError("need alpha > 1 and at least one path")
-    stack = [loss(path, contributions(path, cap, n), n, alpha, sigma, sensitivity) for path in paths]
-    values = (alpha - 1) * np.array(stack)
-    return _nan_diagonal((logsumexp(values, axis=0) - np.log(len(paths))) / (alpha - 1))
+    geometry = path_geometry(path[None], contributes[None], n, "segment")[0]
+    return _nan_diagonal(alpha * sensitivity ** 2 / (2 * sigma ** 2) * geometry)
 
 
 def estrada_communicability(adjacency: np.ndarray) -> np.ndarray:

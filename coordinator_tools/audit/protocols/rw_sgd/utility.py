@@ -56,10 +56,10 @@ def _walk_curve(params: RwSgdParams, logs: dict[int, NodeLog], final_holder: int
     for log in logs.values():
         for key, record in log.sent.items():
             if key.id.token_id == MODEL_TOKEN_ID and 1 <= key.id.hop <= params.steps - 1 and record.delivered:
-                curve[key.id.hop - 1] = metric(params.task, from_tensor(record.payload), x, y)
+                curve[key.id.hop - 1] = metric(params.task, from_tensor(record.payload)[: params.dimension], x, y)
     last = logs.get(final_holder) if final_holder is not None else None
     if last is not None and last.final_output is not None:
-        curve[-1] = metric(params.task, from_tensor(last.final_output.value), x, y)
+        curve[-1] = metric(params.task, from_tensor(last.final_output.value)[: params.dimension], x, y)
     return curve
 
 

@@ -5,7 +5,7 @@ complete-graph walk (Alg. 3).
 * `history`: each token's chain of hops from both sides' records, and what breaks it;
 * `run`, `rebuild`: the contributions in hop order and every node's view, from the logs;
 * `model`, `accountant`: the linear-Gaussian model of the realized path and every column;
-* `paper`: Thm 1, Thm 2 and Thm 3 as stated, with their conditions checked;
+* `paper`: Thm 1 and Thm 3 as stated, Thm 2 by its proof, with their conditions checked;
 * `histogram`: the ring histogram's columns, its exact loss by enumerating count vectors;
 * `trajectories`: every logged token value recomputed from the private logs;
 * `plan`: the ring's fixed path, or the walk ex ante over simulated paths.
@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of
 from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
 from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, not_computed
+from coordinator_tools.audit.protocols.token_sum.model import canary_model
 from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
 from coordinator_tools.audit.protocols.token_sum.plan import plan_histogram, plan_ring, plan_walks
 from coordinator_tools.audit.protocols.token_sum.rebuild import rebuild_run
@@ -83,6 +85,9 @@ class TokenSumAuditor(ProtocolAuditor):
         return {"token_walk": {"tokens": [history.to_json() for history in run.histories],
                                "paper": bound_of(run, accounting).to_json()}}
 
+    def canary_model(self, run: TokenRun, planted: PlantedCanaries) -> CanaryModel:
+        return canary_model(run)
+
 
 class RingSumAuditor(TokenSumAuditor):
     """Ring real summation: the public ring's fixed path, K cycles, then the result token round once."""
@@ -116,10 +121,16 @@ class RingHistogramAuditor(RingSumAuditor):
         params = run.topology.protocol
         return {"token_walk": {"tokens": [history.to_json() for history in run.histories], "paper": bound.to_json(),
                                "rr_epsilon": json_number(ring_histogram.rr_epsilon(params.gamma, params.categories)),
-                               "exact_not_computed": [list(pair) for pair in not_computed(losses)]}}
+                               "exact_not_computed": not_computed(losses).to_json()}}
 
     def plan(self, topology: Topology, options: PlanOptions) -> Plan:
         return plan_histogram(topology, options)
+
+    def canary_model(self, run: TokenRun, planted: PlantedCanaries) -> None:
+        return None  # randomized response over categories: no coordinate carries a canary
+
+    def input_bound(self, topology: Topology) -> None:
+        return None  # a category, logged one-hot: nothing is clipped
 
 
 class WalkSumAuditor(TokenSumAuditor):

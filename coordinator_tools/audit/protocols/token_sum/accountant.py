@@ -6,7 +6,7 @@
 * ldp: each of u's contributions seen directly, each a Gaussian release at σ (the LDP
   protocol the paper compares with): the ring's K, the walk's realized visits of u;
   central: a trusted aggregator releasing the sum with everyone's noise, once per mean visit;
-* empirical: the distinguishing attack on the same model, as for the averaging protocols.
+* model attack: the distinguishing attack on the same model, as for the averaging protocols.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.paper import PaperBound, paper_bound
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun
+from node.protocols import walk_sum
 
 NOTES = (
     "paper: the theorem's (eps', delta) network-DP guarantee, the same eps' for every pair at the report's delta "
@@ -34,6 +35,19 @@ NOTES = (
     "ldp: every contribution of the source seen directly, each a Gaussian release at sigma (ring: K; walk: the "
     "source's realized visits); central: the sum with everyone's noise, released once per mean visit",
 )
+# One line per column for the report page, each saying what its loss is given.
+DEFINITIONS = {
+    "paper": "the theorem's (eps', delta) network-DP guarantee (PAbD Thm 1 on the ring; Thm 3 on the walk, ex ante "
+             "over the walk's path), the same eps' for every pair; no RDP",
+    "ldp": "every contribution of the source seen directly, each a Gaussian release at sigma",
+}
+EXACT_GIVEN = "the realized path"
+RING_EXACT = ("given the ring's path, which is public: the linear-Gaussian view of every token value the observer "
+              "received")
+WALK_EXACT = ("given the realized path (the observer is not told it): the linear-Gaussian view of every token value "
+              "the observer received")
+PLANNED_WALK_EXACT = ("the path told to the observer: the mixture over the simulated walks of each walk's exact loss, "
+                      "an upper bound for an observer who is not told it")
 
 
 def account(run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
@@ -41,6 +55,9 @@ def account(run: TokenRun, **options: Unpack[AccountingOptions]) -> PairwiseLoss
     bound = bound_of(run, options)
     losses = account_model(linear_model(run), bound.column(run.n), releases=run.visits(), notes=notes(bound),
                            **options)
+    walk = run.topology.protocol.name == walk_sum.PROTOCOL_NAME
+    losses.definitions.update({**DEFINITIONS, "exact": WALK_EXACT if walk else RING_EXACT})
+    losses.exact_given = EXACT_GIVEN if walk else None
     above = losses.exact_rdp > losses.ldp_pairs("rdp") * (1 + RTOL)
     if np.any(above):
         u, v = (int(x[0]) for x in np.nonzero(above))

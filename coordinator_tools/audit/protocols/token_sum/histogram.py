@@ -19,8 +19,15 @@ For each assignment the two count-vector distributions of every window (u holdin
 enumerated exactly, merged into privacy-loss atoms (log P/Q, rounded to 1e-10, with their P and Q
 masses), composed over the windows, and ε at δ is read off the hockey-stick divergence
 δ(ε) = Σ max(0, P − e^ε Q) (solved exactly between atoms); Rényi divergence at α the same way. The
-column is the largest over assignments. Beyond STATE_LIMIT count vectors in a window or
-CONFIG_LIMIT assignments, the pair is not computed (NaN) and a note names it.
+column is the largest over assignments.
+
+The enumeration's size is estimated before it starts (`enumeration_sizes`): for every assignment,
+each window's distribution built element by element (L·C(e + L, L) count vectors for e elements)
+and the windows' joint outcomes (the product of their C(e + L − 1, L − 1) count vectors), which
+bounds the work of both steps. A pair beyond ENUMERATION_LIMIT is refused up front: its exact
+columns are NaN ("not computed"), its estimated size is kept (`exact_enumeration_size`) and a note
+says why. The windows' part needs only each window's element count, the same for every source, so
+a large ring is refused at the cost of counting, never left running.
 
 ldp: all of u's K_u answers seen directly (the K_u-fold composition of RR_γ, same atoms); for one
 answer its ε is ln(1 + L(1−γ)/γ) up to δ (ln((1 − γ + γ/L − δ)/(γ/L)) at δ). Every view above is a
@@ -38,16 +45,20 @@ from functools import lru_cache
 from typing import Any, Unpack
 
 import numpy as np
+from scipy.special import gammaln
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.token_sum.accountant import notes as describe
 from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun
+from coordinator_tools.audit.report import json_number
 from node.protocols.ring_histogram import initial_elements, rr_epsilon
 
-STATE_LIMIT = 50_000  # count vectors in one window's distribution
-CONFIG_LIMIT = 20_000  # assignments of the hiding nodes' inputs tried for one pair
+# Count vectors one pair's enumeration may visit, estimated before it starts (about a second of work).
+ENUMERATION_LIMIT = 100_000
+SIZE_FACT = "exact_enumeration_size"  # the pairs file's column of those estimates
+SHOWN_REFUSALS = 20  # refused pairs the report names, smallest estimate first
 LOG_RATIO_DECIMALS = 10  # privacy-loss atoms closer than this are merged
 Atoms = dict[float, tuple[float, float]]  # rounded ln(P/Q) -> (P mass, Q mass)
 
@@ -55,9 +66,11 @@ NOTES = (
     "ring-histogram: the report's sigma is gamma, the probability that RR_gamma replaces an answer by a uniform "
     "category (the noise level; re-accounted at 2 gamma, capped at 1, for the monotonicity check), sensitivity 1: "
     "one node's category replaced by another",
-    "paper: PAbD Thm 2 as stated, the same eps' for every pair at the report's delta (delta split between K "
-    "windows and delta', see paper.split), each window's eps from RR_gamma's eps0 = ln(1 + L(1-gamma)/gamma) by "
-    "Thm 2's calibration eps0 = 12 eps sqrt(ln(1/delta)/n) read backwards; no RDP",
+    "paper: PAbD Thm 2 by its proof, the same eps' for every pair at the report's delta (delta split between K "
+    "windows and delta' at the composed bound's minimum, see paper.split), each window "
+    "12 eps0 sqrt(ln(1/delta_w)/n)-DP by Erlingsson et al.'s Cor. 9 for RR_gamma's eps0 = ln(1 + L(1-gamma)/gamma); "
+    "the statement's value at the same split is paper.stated (its gamma formula swaps the corollary's eps0 and "
+    "eps); no RDP",
     "exact (realized path): the count vectors the observer saw, by window between two of them; what hides the "
     "source's answers is the uniform initial elements and the other nodes' RR answers in its windows, whose inputs "
     "are fixed at their worst case (every assignment enumerated); exact (eps, delta) from the enumerated privacy "
@@ -84,29 +97,76 @@ class PairView:
     windows: tuple[Window, ...]
     unseen: int  # the source's answers after the observer's last value: never in its view
 
-    @property
-    def reconstructable(self) -> bool:
-        """Every answer of the source is seen alone in its window: the observer reads each one."""
-        return self.unseen == 0 and all(not w.hiding and not w.uniform for w in self.windows)
+
+@dataclass(frozen=True)
+class ObserverWindows:
+    """An observer's (or a coalition's) view cut into windows, the stretches between two values it saw."""
+
+    holders: tuple[tuple[int, ...], ...]  # each window's answers by the node that gave them (−1: no log tells)
+    uniform: tuple[int, ...]  # each window's initial elements the observers did not draw
+    counts: np.ndarray  # [window, node]: each node's answers in the window
+    elements: np.ndarray  # [window]: what hides a source's answers there, with them (the same for every source)
+    unseen: np.ndarray  # [node]: its answers after the observers' last value, never in their view
+    observers: frozenset[int]
+    knows_own: bool
+
+    def pair_view(self, source: int) -> PairView:
+        """The windows holding answers of `source`, and what hides them there."""
+        windows = tuple(
+            Window(int(self.counts[w, source]), self.uniform[w],
+                   tuple(h for h in self.holders[w] if h >= 0 and h != source
+                         and (h not in self.observers or not self.knows_own)))
+            for w in np.flatnonzero(self.counts[:, source]))
+        return PairView(windows, int(self.unseen[source]))
+
+    def reconstructable(self) -> np.ndarray:
+        """[node]: every answer of it is seen, each alone in its window (nothing hides it there)."""
+        held = self.counts > 0
+        alone = np.all(~held | (self.elements[:, None] == self.counts), axis=0)
+        return held.any(axis=0) & alone & (self.unseen == 0)
 
 
-def pair_view(run: TokenRun, source: int, observers: frozenset[int], *, initial: int,
-              knows_own: bool) -> PairView:
-    """The windows of `observers`' joint view that hold answers of `source` (hop 0's holder originated)."""
+def observer_windows(run: TokenRun, observers: frozenset[int], *, initial: int, knows_own: bool) -> ObserverWindows:
+    """The windows of `observers`' joint view (hop 0's holder originated the `initial` uniform elements)."""
     seen = sorted({p for v in observers for p in run.views[v]})
+    holders = run.holders()
     origin = run.contributions[0].holder if run.contributions else None
-    holders = [c.holder for c in run.contributions]
-    windows = []
+    own = np.zeros(run.n, dtype=bool)
+    own[list(observers)] = knows_own
+    parts, uniform, counts, elements = [], [], [], []
     for start, end in zip([0, *seen], seen):
         window = holders[start:end]
-        sources = window.count(source)
-        if not sources:
-            continue
-        hiding = tuple(h for h in window if h is not None and h != source and (h not in observers or not knows_own))
-        uniform = initial if start == 0 and not (origin in observers and knows_own) else 0
-        windows.append(Window(sources, uniform, hiding))
-    last = seen[-1] if seen else 0
-    return PairView(tuple(windows), holders[last:].count(source))
+        count = np.bincount(window[window >= 0], minlength=run.n)
+        extra = initial if start == 0 and not (origin in observers and knows_own) else 0
+        parts.append(tuple(window.tolist()))
+        uniform.append(extra)
+        counts.append(count)
+        elements.append(int(count.sum() - count[own].sum()) + extra)
+    tail = holders[seen[-1] if seen else 0:]
+    return ObserverWindows(tuple(parts), tuple(uniform), np.array(counts, dtype=int).reshape(len(parts), run.n),
+                           np.array(elements, dtype=int), np.bincount(tail[tail >= 0], minlength=run.n),
+                           observers, knows_own)
+
+
+def window_costs(elements: np.ndarray, categories: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per window of e elements: the log of its count vectors C(e + L − 1, L − 1), and the count vectors its
+    distribution is built through, one element at a time, L·C(e + L, L) (Σ_{k≤e} C(k + L − 1, L − 1) =
+    C(e + L, L)), inf when beyond floating point."""
+    e = np.asarray(elements, dtype=float)
+    log_states = gammaln(e + categories) - gammaln(categories) - gammaln(e + 1)
+    with np.errstate(over="ignore"):
+        building = categories * np.exp(gammaln(e + categories + 1) - gammaln(categories + 1) - gammaln(e + 1))
+    return log_states, building
+
+
+def enumeration_sizes(windows: ObserverWindows, categories: int) -> np.ndarray:
+    """[source]: the count vectors its enumeration visits for one assignment: each of its windows built, and
+    their joint outcomes (the product of their count vectors)."""
+    log_states, building = window_costs(windows.elements, categories)
+    held = windows.counts > 0
+    built = np.where(held, building[:, None], 0.0).sum(axis=0)  # a window the source is not in costs nothing
+    with np.errstate(over="ignore"):
+        return np.rint(built + np.exp(held.T.astype(float) @ log_states))
 
 
 def _answer(label: int, gamma: float, categories: int) -> np.ndarray:
@@ -221,22 +281,29 @@ def ldp_atoms(answers: int, gamma: float, categories: int) -> Atoms:
     return compose([single] * answers)
 
 
-def _states(elements: int, categories: int) -> int:
-    return math.comb(elements + categories - 1, categories - 1)
-
-
-def assignments(view: PairView, categories: int) -> Iterator[tuple[tuple[int, ...], ...]] | None:
-    """Every assignment of input categories to the hiding nodes, as each window's hiding labels; None beyond
-    CONFIG_LIMIT. Nodes in the same windows (as often) are exchangeable: one multiset of labels per class."""
-    nodes = sorted({h for w in view.windows for h in w.hiding})
-    signature = {h: tuple(w.hiding.count(h) for w in view.windows) for h in nodes}
+def _classes(view: PairView) -> dict[tuple[int, ...], int]:
+    """The hiding nodes by the windows they answer in and how often (nodes in the same windows are
+    exchangeable), with how many share each signature."""
     classes: dict[tuple[int, ...], int] = defaultdict(int)
-    for h in nodes:
-        classes[signature[h]] += 1
-    labels = min(categories, 2 + len(nodes))
-    count = math.prod(math.comb(size + labels - 1, labels - 1) for size in classes.values())
-    if count > CONFIG_LIMIT:
-        return None
+    for h in sorted({h for w in view.windows for h in w.hiding}):
+        classes[tuple(w.hiding.count(h) for w in view.windows)] += 1
+    return classes
+
+
+def _labels(view: PairView, categories: int) -> int:
+    """The input categories worth trying: u's two (0 and 1) and one more per hiding node, at most L."""
+    return min(categories, 2 + len({h for w in view.windows for h in w.hiding}))
+
+
+def assignment_count(view: PairView, categories: int) -> int:
+    """How many assignments `assignments` yields: a multiset of labels per class of exchangeable nodes."""
+    labels = _labels(view, categories)
+    return math.prod(math.comb(size + labels - 1, labels - 1) for size in _classes(view).values())
+
+
+def assignments(view: PairView, categories: int) -> Iterator[tuple[tuple[int, ...], ...]]:
+    """Every assignment of input categories to the hiding nodes, as each window's hiding labels."""
+    classes, labels = _classes(view), _labels(view, categories)
     choices = [list(itertools.combinations_with_replacement(range(labels), size)) for size in classes.values()]
 
     def windows_of(picked: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
@@ -246,18 +313,12 @@ def assignments(view: PairView, categories: int) -> Iterator[tuple[tuple[int, ..
     return (windows_of(picked) for picked in itertools.product(*choices))
 
 
-def pair_loss(view: PairView, *, gamma: float, categories: int, alpha: float,
-              delta: float) -> tuple[float, float] | None:
-    """(RDP at α, ε at δ) of one pair, the worst over the hiding nodes' inputs; None beyond the size limits."""
+def pair_loss(view: PairView, *, gamma: float, categories: int, alpha: float, delta: float) -> tuple[float, float]:
+    """(RDP at α, ε at δ) of one pair, the worst over the hiding nodes' inputs (its size checked beforehand)."""
     if not view.windows:
         return 0.0, 0.0
-    if any(_states(w.sources + w.uniform + len(w.hiding), categories) > STATE_LIMIT for w in view.windows):
-        return None
-    configs = assignments(view, categories)
-    if configs is None:
-        return None
     worst_rdp, worst_eps = 0.0, 0.0
-    for labels in configs:
+    for labels in assignments(view, categories):
         atoms = compose(window_atoms(w.sources, w.uniform, hidden, gamma, categories)
                         for w, hidden in zip(view.windows, labels))
         worst_rdp = max(worst_rdp, renyi(atoms, alpha))
@@ -272,20 +333,23 @@ def account_histogram(run: TokenRun, **options: Unpack[AccountingOptions] | Any)
     alpha, delta = options["alpha"], options["delta"]
     threat = options.get("threat_model", ThreatModel())
     initial = initial_elements(params.gamma, n)  # what the run started with, whatever γ is accounted
-    exact_rdp, exact_eps = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    exact_rdp, exact_eps, sizes = np.full((n, n), np.nan), np.full((n, n), np.nan), np.full((n, n), np.nan)
     reconstructable = np.zeros((n, n), dtype=bool)
-    skipped: list[tuple[int, int]] = []
-    for u, v in itertools.permutations(range(n), 2):
+    for v in range(n):
         observers = frozenset(threat.collusion) | {v} if v in threat.collusion else frozenset({v})
-        if u in observers:
-            continue
-        view = pair_view(run, u, observers, initial=initial, knows_own=threat.observer_knows_own_noise)
-        reconstructable[u, v] = view.reconstructable and bool(view.windows)
-        loss = pair_loss(view, gamma=gamma, categories=params.categories, alpha=alpha, delta=delta)
-        if loss is None:
-            skipped.append((u, v))
-        else:
-            exact_rdp[u, v], exact_eps[u, v] = loss
+        windows = observer_windows(run, observers, initial=initial, knows_own=threat.observer_knows_own_noise)
+        reconstructable[:, v] = windows.reconstructable()
+        reconstructable[list(observers), v] = False
+        sizes[:, v] = enumeration_sizes(windows, params.categories)
+        for u in np.flatnonzero(sizes[:, v] <= ENUMERATION_LIMIT):
+            if u in observers:
+                continue
+            view = windows.pair_view(int(u))
+            sizes[u, v] *= assignment_count(view, params.categories)
+            if sizes[u, v] <= ENUMERATION_LIMIT:
+                exact_rdp[u, v], exact_eps[u, v] = pair_loss(view, gamma=gamma, categories=params.categories,
+                                                             alpha=alpha, delta=delta)
+        sizes[list(observers), v] = np.nan
     answers = run.visits()
     ldp = [ldp_atoms(int(k), gamma, params.categories) for k in answers]
     ldp_rdp = np.array([renyi(atoms, alpha) for atoms in ldp])
@@ -294,22 +358,52 @@ def account_histogram(run: TokenRun, **options: Unpack[AccountingOptions] | Any)
     column = bound.column(n)
     notes = describe(bound, [*NOTES, f"RR_gamma at gamma = {gamma:g}: eps = "
                                      f"{rr_epsilon(gamma, params.categories):.6g} per answer"])
-    if skipped:
-        shown = ", ".join(f"{u}->{v}" for u, v in skipped[:8])
-        notes.append(f"exact not computed for {len(skipped)} pairs (e.g. {shown}): over {STATE_LIMIT} count vectors "
-                     f"in a window or {CONFIG_LIMIT} input assignments to enumerate; their exact column is null")
-    return PairwiseLosses(
+    losses = PairwiseLosses(
         alpha=alpha, delta=delta, sigma=gamma, sensitivity=1.0, threat_model=threat,
         paper_rdp=column.rdp, paper_eps=column.eps,
-        exact_rdp=exact_rdp, exact_eps=exact_eps, exact_rdp_upper=exact_rdp.copy(), exact_eps_upper=exact_eps.copy(),
+        exact_rdp_lower=exact_rdp, exact_eps_lower=exact_eps,
+        exact_rdp_upper=exact_rdp.copy(), exact_eps_upper=exact_eps.copy(),
         reconstructable=reconstructable, ill_conditioned=np.zeros((n, n), dtype=bool), exact_method="enumeration",
         ldp_rdp=float(ldp_rdp.max()), ldp_eps=float(ldp_eps.max()), central_rdp=math.nan, central_eps=math.nan,
-        ldp_source_rdp=ldp_rdp, ldp_source_eps=ldp_eps, notes=notes,
+        ldp_source_rdp=ldp_rdp, ldp_source_eps=ldp_eps, notes=notes, facts={SIZE_FACT: sizes},
     )
+    refused = not_computed(losses)
+    if refused.count:
+        losses.notes.append(not_computed_note(refused))
+    return losses
 
 
-def not_computed(losses: PairwiseLosses) -> list[tuple[int, int]]:
-    """The pairs whose exact loss was beyond the enumeration's limits."""
-    missing = np.isnan(losses.exact_eps) & ~np.eye(losses.n, dtype=bool)
-    return [(int(u), int(v)) for u, v in zip(*np.nonzero(missing))]
+@dataclass(frozen=True)
+class NotComputed:
+    """The pairs whose exact enumeration was refused up front: how many, and the smallest estimated sizes."""
 
+    count: int
+    of: int  # pairs in the run
+    pairs: tuple[tuple[int, int], ...]  # the SHOWN_REFUSALS of smallest estimated size, smallest first
+    sizes: tuple[float, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"count": self.count, "of": self.of, "limit": ENUMERATION_LIMIT,
+                "smallest_size": json_number(self.sizes[0]) if self.sizes else None,
+                "pairs": [{"source": u, "observer": v, "size": json_number(size)}
+                          for (u, v), size in zip(self.pairs, self.sizes)]}
+
+
+def not_computed(losses: PairwiseLosses) -> NotComputed:
+    """The pairs whose exact loss the enumeration refused (NaN), smallest estimated size first."""
+    sizes = losses.facts[SIZE_FACT]
+    missing = np.isnan(losses.exact_eps) & ~np.isnan(sizes)
+    pairs = np.argwhere(missing)
+    refused = sizes[missing]
+    order = np.argsort(refused, kind="stable")[:SHOWN_REFUSALS]
+    return NotComputed(len(pairs), losses.n * (losses.n - 1), tuple((int(u), int(v)) for u, v in pairs[order]),
+                       tuple(float(x) for x in refused[order]))
+
+
+def not_computed_note(refused: NotComputed) -> str:
+    """Why some exact values are null: the estimate, the limit, where the sizes are."""
+    (u, v), smallest = refused.pairs[0], refused.sizes[0]
+    return (f"exact not computed for {refused.count} of {refused.of} pairs (smallest: {u}->{v}, about "
+            f"{smallest:.3g} count vectors to enumerate): each pair's enumeration was estimated before it started "
+            f"and refused beyond {ENUMERATION_LIMIT:.3g} count vectors (the pairs file's {SIZE_FACT}); their exact "
+            "columns are null, not computed, and ldp still bounds them")

@@ -1,25 +1,28 @@
-"""The paper column of the token walks: PAbD Thm 1 (ring), Thm 2 (ring histogram), Thm 3 (walk), as stated.
+"""The paper column of the token walks: PAbD Thm 1 (ring) and Thm 3 (walk) as stated, Thm 2 (histogram) by its proof.
 
 Both theorems start from the (ε, δ)-LDP guarantee of one Perturb(x; σ_loc) and state one
 (ε', δ') network-DP guarantee for every pair, so the column is the same ε' for every pair at
 the report's δ, with no RDP (the theorems state none). Perturb is the Gaussian mechanism at
 σ and sensitivity Δ; its (ε, δ) pairs are read off its exact privacy profile (any ε > 0,
 not the classic calibration that needs ε < 1). The report's δ is split between the
-theorem's δ terms to make ε' smallest, on a grid, and the split is reported:
+theorem's δ terms to make ε' smallest (on a grid; Thm 2's refined to its minimum), and the
+split is reported:
 
 * Thm 1 (Alg. 1): ε' = √(2K ln(1/δ')) ε + K ε(e^ε − 1) at δ_total = Kδ + δ';
 * Thm 2 (Alg. 2): the same composition, from the (ε, δ) each window between two visits gets by
-  shuffling: RR_γ is ε₀-LDP, ε₀ = ln(1 + L(1−γ)/γ), so inverting Thm 2's calibration
-  ε₀ = 12 ε √(ln(1/δ)/n) gives ε = ε₀ / (12 √(ln(1/δ)/n)) at each split's δ;
+  shuffling, as the proof applies Erlingsson et al.'s Cor. 9: RR_γ is ε₀-LDP, ε₀ = ln(1 + L(1−γ)/γ),
+  so each window is (12 ε₀ √(ln(1/δ_w)/n), δ_w)-DP (`ring_histogram_bound.proof_bound`, its split
+  searched to its real minimum). The statement's calibration reads the corollary backwards; its value
+  at the same split is reported beside (`PaperBound.stated`), never used as the column;
 * Thm 3 (Alg. 3): ε' = √(2N ln(1/δ')) ε₁ + 2√(2Nγ ln(1/δ')) ε + N ε₁(e^{ε₁} − 1) + 4Nγ ε(e^ε − 1),
   ε₁ = √2 ε / n^{1/4}, N = T/n + √((3/2) T ln(1/δ̂)), γ = 1 − (1 − 1/n)^{√n/2}, at
   δ_total = (T/n) δ + δ' + δ̂.
 
 Each theorem's conditions are checked and reported, with the observers where one fails: the
-stated ones (ε, δ > 0: σ > 0), the setting it is proven for (Alg. 1's single placement; no
-collusion) and the view it bounds (the K token values of Eq. 4, the visits of Eq. 5, with
-Thm 3's N visits): the result that every node but the last holder receives is outside both
-views, so pairs it reveals are where the bound can undercount.
+stated ones (ε, δ > 0: σ > 0; for Thm 2 Cor. 9's, which its proof needs), the setting it is
+proven for (Alg. 1's single placement; no collusion) and the view it bounds (the K token values
+of Eq. 4, the visits of Eq. 5, with Thm 3's N visits): the result that every node but the last
+holder receives is outside both views, so pairs it reveals are where the bound can undercount.
 """
 
 from __future__ import annotations
@@ -36,9 +39,15 @@ from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun
 from coordinator_tools.audit.report import json_number
 from node.protocols import ring_histogram, ring_sum
+from node.protocols.ring_histogram_bound import advanced_composition, corollary_conditions, proof_bound
 
 # Fractions of the report's δ tried for each of a theorem's δ terms (the rest goes to the others).
 SPLIT_GRID = np.linspace(0.02, 0.98, 49)
+STATEMENT_DISAGREES = (
+    "Thm 2's statement sets gamma so that RR_gamma is 12 eps sqrt(ln(1/delta)/n)-LDP, Cor. 9 (which its proof "
+    "applies) solved with eps0 and eps swapped; netdp's paper column is the proof's bound, each window "
+    "12 eps0 sqrt(ln(1/delta_w)/n) by the corollary, and the statement's value at the same split is shown "
+    "beside it only")
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class PaperBound:
     epsilon: float
     split: dict[str, float]  # the per-visit (epsilon, delta) of Perturb and the theorem's other terms
     conditions: tuple[Condition, ...]
+    stated: dict[str, float] | None = None  # Thm 2: the statement's value where it disagrees with the proof
 
     def column(self, n: int) -> ClosedForm:
         """The paper column: ε' for every pair, no RDP."""
@@ -69,9 +79,14 @@ class PaperBound:
         return [condition for condition in self.conditions if not condition.holds]
 
     def to_json(self) -> dict[str, object]:
-        return {"theorem": self.theorem, "eps": json_number(self.epsilon),
-                "split": {name: json_number(value) for name, value in self.split.items()},
-                "conditions": [asdict(condition) for condition in self.conditions]}
+        document: dict[str, object] = {
+            "theorem": self.theorem, "eps": json_number(self.epsilon),
+            "split": {name: json_number(value) for name, value in self.split.items()},
+            "conditions": [asdict(condition) for condition in self.conditions]}
+        if self.stated is not None:
+            document["stated"] = {**{name: json_number(value) for name, value in self.stated.items()},
+                                  "why_not_used": STATEMENT_DISAGREES}
+        return document
 
 
 def paper_bound(run: TokenRun, *, sigma: float, sensitivity: float, delta: float, threat_model: ThreatModel,
@@ -87,16 +102,7 @@ def paper_bound(run: TokenRun, *, sigma: float, sensitivity: float, delta: float
                               if params.noise_placement == "distributed" else "noise every n - 1 hops")
         return PaperBound("PAbD Thm 1 (ring real summation)", epsilon, split, (*common, placement))
     if run.protocol == ring_histogram.PROTOCOL_NAME:
-        params = run.topology.protocol
-        local = ring_histogram.rr_epsilon(params.gamma, params.categories)
-        epsilon, split = histogram_theorem(local, n=run.n, cycles=params.cycles, delta=delta)
-        stated = tuple(Condition(f"Thm 2: {c.name}", c.holds, c.detail) for c in
-                       ring_histogram.thm2_conditions(run.n, split["window_eps"], split["window_delta"]))
-        randomized = Condition("gamma > 0 (stated: epsilon finite)", params.gamma > 0,
-                               "RR_gamma answers at random with probability gamma > 0" if params.gamma > 0 else
-                               "gamma = 0: every answer is the truth, the bound is infinite")
-        return PaperBound("PAbD Thm 2 (ring histogram)", epsilon, split,
-                          (randomized, *stated, common[1], common[2]))
+        return histogram_bound(run, gamma=min(1.0, sigma), delta=delta, threat_model=threat_model)
     steps = run.topology.protocol.steps
     epsilon, split = walk_theorem(mu, steps=steps, n=run.n, delta=delta)
     return PaperBound("PAbD Thm 3 (complete-graph walk real summation)", epsilon, split,
@@ -109,13 +115,22 @@ def ring_theorem(mu: float, *, cycles: int, delta: float) -> tuple[float, dict[s
                                  delta=delta, names=("perturb_eps", "perturb_delta"))
 
 
-def histogram_theorem(local_epsilon: float, *, n: int, cycles: int, delta: float) -> tuple[float, dict[str, float]]:
-    """Thm 2's smallest ε' at δ_total = Kδ + δ' for RR_γ of LDP level ε₀ = `local_epsilon`, and that split.
-
-    Each window is (ε, δ)-DP with ε = ε₀ / (12 √(ln(1/δ)/n)) (Thm 2's calibration read backwards).
-    """
-    return _advanced_composition(lambda per_window: local_epsilon / (12 * math.sqrt(math.log(1 / per_window) / n)),
-                                 cycles=cycles, delta=delta, names=("window_eps", "window_delta"))
+def histogram_bound(run: TokenRun, *, gamma: float, delta: float, threat_model: ThreatModel) -> PaperBound:
+    """Thm 2 by its proof for RR_γ at `gamma` (Cor. 9 per window, advanced composition over the K cycles), the
+    statement's value at the same split beside it, and Cor. 9's conditions at that split."""
+    params = run.topology.protocol
+    local = ring_histogram.rr_epsilon(gamma, params.categories)
+    bound = proof_bound(local, n=run.n, cycles=params.cycles, delta=delta)
+    split = {"local_eps": bound.local_epsilon, "window_eps": bound.window_epsilon,
+             "window_delta": bound.window_delta, "delta_prime": bound.delta_prime}
+    stated = {"eps": bound.stated_epsilon, "window_eps": bound.stated_window_epsilon}
+    randomized = Condition("gamma > 0 (stated: epsilon finite)", gamma > 0,
+                           "RR_gamma answers at random with probability gamma > 0" if gamma > 0 else
+                           "gamma = 0: every answer is the truth, the bound is infinite")
+    corollary = tuple(Condition(f"Cor. 9: {c.name}", c.holds, c.detail)
+                      for c in corollary_conditions(run.n, local, bound.window_delta))
+    return PaperBound("PAbD Thm 2 by its proof (ring histogram)", bound.epsilon, split,
+                      (randomized, *corollary, _view_condition(run), _collusion(threat_model)), stated)
 
 
 def _advanced_composition(per_visit_eps: Callable[[float], float], *, cycles: int, delta: float,
@@ -125,7 +140,7 @@ def _advanced_composition(per_visit_eps: Callable[[float], float], *, cycles: in
     for share in SPLIT_GRID:
         delta_prime, per_visit = share * delta, (1 - share) * delta / cycles
         eps = per_visit_eps(per_visit)
-        value = math.sqrt(2 * cycles * math.log(1 / delta_prime)) * eps + cycles * eps * _expm1(eps)
+        value = advanced_composition(eps, windows=cycles, delta_prime=delta_prime)
         if value < best[0] or not best[1]:
             best = (value, {names[0]: eps, names[1]: per_visit, "delta_prime": delta_prime})
     return best

@@ -25,11 +25,13 @@ from coordinator_tools.audit.plan import (
 )
 from coordinator_tools.audit.protocols.base import OnTopology
 from coordinator_tools.audit.protocols.token_sum.accountant import (
+    DEFINITIONS,
+    PLANNED_WALK_EXACT,
     account,
     bound_of,
     notes,
 )
-from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram
+from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, not_computed
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.run import (
     TokenRun,
@@ -97,7 +99,8 @@ def plan_histogram(topology: Topology, options: PlanOptions) -> Plan:
     run = planned_ring(topology)
     losses = account_histogram(run, **accounting)
     details: dict[str, object] = {"cycles": params.cycles, "categories": params.categories, "gamma": params.gamma,
-                                  "paper": bound_of(run, accounting).to_json()}
+                                  "paper": bound_of(run, accounting).to_json(),
+                                  "exact_not_computed": not_computed(losses).to_json()}
     headline = (f"n = {topology.n}, ring histogram of L = {params.categories} categories, K = {params.cycles} "
                 f"cycles, gamma = {params.gamma:.6g}")
     return Plan(run=run, losses=losses, details=details, headline=headline)
@@ -132,6 +135,8 @@ def plan_walks(topology: Topology, options: PlanOptions) -> Plan:
     losses = mixture_losses(geometries, (column.rdp, column.eps), sigma=accounting["sigma"],
                             sensitivity=accounting["sensitivity"], alpha=accounting["alpha"], delta=options.delta,
                             threat_model=options.threat_model, notes=notes(bound), releases=visits)
+    losses.definitions.update({**DEFINITIONS, "exact": PLANNED_WALK_EXACT})
+    losses.exact_given = "the path"
     headline = (f"n = {topology.n}, walk of T = {steps} contributions ex ante over {count} simulated walks "
                 f"(seed {seed}), sigma = {accounting['sigma']:.6g}")
     return Plan(run=PlannedWalks(topology, walks), losses=losses, details=details, headline=headline)

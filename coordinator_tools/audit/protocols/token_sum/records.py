@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator_tools.audit.records import carries_value
+from coordinator_tools.audit.records import carries_value, payload_bytes
 from netdp.v1 import viewlog_pb2
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED
 from node.message import MessageId, kind_of
@@ -125,8 +125,8 @@ def _message_problem(rules: TokenRules, topology: Topology, record_kind: str, en
             return f"hop {message_id.hop} of token {token_id} is outside 1..{spec.hops - 1}"
     if not valued and record_kind != "rejected":  # a refusal may come before the value was read
         return f"a {kind} message without its value"
-    if valued and len(entry.payload.data) != 8 * topology.protocol.dimension:
-        return f"a {kind} value of {len(entry.payload.data) // 8} numbers, not {topology.protocol.dimension}"
+    if valued and payload_bytes(entry.payload) != 8 * topology.protocol.vector_length:
+        return f"a {kind} value of {payload_bytes(entry.payload) // 8} numbers, not {topology.protocol.vector_length}"
     return None
 
 

@@ -6,6 +6,12 @@ visit past a contribution cap) and, where the public rule puts noise, its draw f
 contributions, times −γ for random-walk DP-SGD, whose inputs are gradient steps. Agreement with every token value
 sent, received or refused, every result and every output shows the path and the noise rule
 the accountant assumes are what ran.
+
+A holder that died during its visit (it took the token, perhaps logged its input, and never drew
+or handed the token on) leaves the history's last hop without its draw: the token is lost there
+(`token_lost`) and nothing it would have computed left the node, so the values stop before that
+contribution without a mismatch. Only there: a contribution missing its input or draw anywhere
+else, or a logged value past the last one computed, fails the check.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 
 from coordinator_tools.audit.protocols.token_sum.rebuild import value_prefix
 from coordinator_tools.audit.protocols.token_sum.records import rules_for
-from coordinator_tools.audit.protocols.token_sum.run import TokenRun
+from coordinator_tools.audit.protocols.token_sum.run import TokenRun, planned_contributions
 from coordinator_tools.audit.records import PrivateSection, carries_value
 from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL, PayloadComparison, TrajectoryCheck, missing_inputs
 from node.codec import from_tensor
@@ -37,7 +43,7 @@ def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadCom
     """
     origin = run.contributions[0].holder if run.contributions else None
     start = [from_tensor(draw.value) for draw in private.draws.get(origin, ()) if draw.purpose == INIT_PURPOSE]
-    values = [np.zeros(run.topology.protocol.dimension) + sum(start, 0.0)]
+    values = [np.zeros(run.topology.protocol.vector_length) + sum(start, 0.0)]
     scale = run.value_scale()
     visits: Counter[int] = Counter()
     for hop, contribution in enumerate(run.contributions):
@@ -51,6 +57,8 @@ def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadCom
         draws = [draw for draw in private.draws[holder] if draw.step == visit and draw.purpose == purpose]
         bears = contribution.bears_input
         if (bears and visit >= len(inputs)) or bool(draws) != (contribution.scale is not None):
+            if not draws and _lost_during(run, hop):
+                return values
             comparison.unexplained(holder, f"hop {hop} (visit {visit} of node {holder}): its private log holds "
                                            f"{max(0, min(1, len(inputs) - visit))} inputs and {len(draws)} draws for "
                                            f"it, the rule puts {'no' if contribution.scale is None else 'one'} draw "
@@ -59,6 +67,12 @@ def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadCom
         added = (inputs[visit] if bears else 0.0) + (from_tensor(draws[0].value) if draws else 0.0)
         values.append(values[-1] + scale * added)
     return values
+
+
+def _lost_during(run: TokenRun, hop: int) -> bool:
+    """Whether the token was lost at `hop`, its history's last before the planned end: its holder may have died
+    before its draw, with nothing of the visit released."""
+    return hop == run.total - 1 and run.total < planned_contributions(run.topology)
 
 
 def check_trajectories(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> TrajectoryCheck:
@@ -84,6 +98,9 @@ def check_trajectories(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Traj
             else:
                 comparison.compare(node, payload, values[prefix], f"{where} {key.kind} at prefix {prefix}")
         output = run.output_prefix(node)
-        if log.final_output is not None and len(values) > output:
+        if log.final_output is not None and output >= len(values):
+            comparison.unexplained(node, f"final output of the value at prefix {output}, which the history never "
+                                         "computes")
+        elif log.final_output is not None:
             comparison.compare(node, log.final_output.value, run.output_of(values[output]), "final output")
     return comparison.result()
