@@ -2,7 +2,10 @@
 
 The images are built once per session without any registry: the base image by
 deploy/build-base-image.sh (kept when it exists), the node image by deploy/build-node-image.sh
-from the current tree (docker's layer cache keeps the dependency layer). Every cluster, the
+from the current tree (docker's layer cache keeps the dependency layer). The base image build
+starts in the background as soon as collection shows docker tests will run: it spends minutes
+fetching and unpacking a root file system, mostly waiting on the network and the disk, while the
+tests before the docker ones run. Every cluster, the
 baseline's here and each fault scenario's, is made by cluster_control.make_compose_cluster.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,10 +29,47 @@ SIGMA = 0.05
 ROUNDS = 300
 
 
+_BASE_BUILD: list[tuple[subprocess.Popen[bytes], Path]] = []  # the background base image build, once started
+
+
 def _docker_engine_reachable() -> bool:
     if shutil.which("docker") is None or shutil.which("docker-compose") is None:
         return False
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+def _base_image_command() -> list[str]:
+    return [str(REPO / "deploy" / "build-base-image.sh"), "--image", BASE_IMAGE]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the base image in the background when docker tests are among those collected."""
+    if _BASE_BUILD or session.config.option.collectonly:
+        return
+    if not any(item.get_closest_marker("docker") for item in session.items):
+        return
+    if _docker_engine_reachable():
+        log = Path(tempfile.mkstemp(prefix="netdp-base-image-", suffix=".log")[1])
+        with log.open("wb") as out:
+            _BASE_BUILD.append((subprocess.Popen(_base_image_command(), stdout=out, stderr=subprocess.STDOUT), log))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a background build the session never waited for (it ended before its docker tests)."""
+    for build, _ in _BASE_BUILD:
+        if build.poll() is None:
+            build.terminate()
+            build.wait()
+
+
+def _wait_for_base_image() -> None:
+    """The base image, from the background build if one started, else built now; its log on failure."""
+    if not _BASE_BUILD:
+        subprocess.run(_base_image_command(), check=True)
+        return
+    build, log = _BASE_BUILD[0]
+    if build.wait() != 0:
+        pytest.fail(f"building the base image failed (exit {build.returncode}):\n{log.read_text()[-4000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +77,7 @@ def node_image() -> str:
     """Build (or reuse) the base image, then rebuild the node image from this tree."""
     if not _docker_engine_reachable():
         pytest.skip("docker engine or docker-compose not available")
-    subprocess.run([REPO / "deploy" / "build-base-image.sh", "--image", BASE_IMAGE], check=True)
+    _wait_for_base_image()
     subprocess.run([REPO / "deploy" / "build-node-image.sh", "--base", BASE_IMAGE, "--image", NODE_IMAGE], check=True)
     return NODE_IMAGE
 
