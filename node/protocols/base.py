@@ -60,7 +60,11 @@ def any_graph(topology: Topology) -> None:
 
 @dataclass(frozen=True)
 class SweepShape:
-    """How `netdp sweep` varies a protocol: its family (which data and baseline a point gets) and its length."""
+    """How `netdp sweep` varies a protocol: its family and its length.
+
+    An averaging point publishes the protocol's Params from σ, the dimension and T, on synthetic vectors; a
+    learning point is `netdp compare`'s learning setup, whose Params are Muffliato-GD's.
+    """
 
     family: Literal["averaging", "learning"]
     length_field: str  # the Params field that is the sweep's T (rounds, ticks per node, gradient steps)
