@@ -25,7 +25,8 @@ from bench.loopback import (
     staged_run,
 )
 from bench.viewlogs import round_latencies_ms
-from node.topology import MuffliatoParams, Topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology
 
 GRAPH = "hypercube"
 

@@ -29,7 +29,8 @@ from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, Topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, Topology
 
 GRAPHS = ("hypercube", "erdos_renyi", "grid", "ring")
 SIGMA, SENSITIVITY, ALPHA, DIMENSION = 1.0, 1.0, 2.0, 16

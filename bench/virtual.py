@@ -26,7 +26,8 @@ from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.logfiles import shared_pool
-from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, Topology, save_topology
 
 DIMENSION, SIGMA = 16, 0.5
 SECURE = LaunchOptions(sampler="secure")

@@ -38,7 +38,6 @@ from node.transport.base import PeerLink
 from node.viewlog import LogContents
 
 ESTIMATE_FILE = "estimate.json"
-NOT_GAUSSIAN = frozenset({"ring-histogram", "personalized-cd"})  # protocols whose noise is not Gaussian
 StepHook = Callable[[int], Awaitable[None]]
 
 
@@ -73,7 +72,8 @@ class NodeHost:
             raise ConfigError(f"--resume: a {spec.name} node does not rejoin its run (fresh noise would leak more, "
                               "and its neighbours have dropped it); only personalized-cd agents resume")
         params = own_parameters(topology.protocol, node_id, budget)
-        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler, params, breaks), resume=resume)
+        self.journal = Journal(self.log_dir, _header(topology, node_id, sampler, params, breaks, spec.gaussian),
+                               resume=resume)
         canaries = _canaries(params, coins, self.journal.resumed_private)
         self.receiver = Receiver(topology, node_id, self.journal)
         self.receiver.register(PING, _pong, scheme="none", payload=False)
@@ -124,14 +124,13 @@ def _canaries(params: Any, coins: FairCoins | None, resumed_private: LogContents
 
 
 def _header(topology: Topology, node_id: int, sampler: GaussianSampler, params: Any,
-            breaks: Breaks) -> viewlog_pb2.RunHeader:
+            breaks: Breaks, gaussian: bool) -> viewlog_pb2.RunHeader:
     """The run header: the published parameters, the sampler, for an agent with a budget the one it runs under,
     and any deliberate break of this node."""
     public = json.loads(topology.public_parameters_json()) | header_fields(params, node_id)
     if breaks.active:
         public["break"] = breaks.header()
     # Randomized response, and Laplace noise whose grid each step's logged epsilon accounts: no Gaussian grid.
-    gaussian = params.name not in NOT_GAUSSIAN
     public["sampler"] = {
         "kind": sampler.kind,
         "effective_sensitivity": (sampler.effective_sensitivity(params.sensitivity, params.sigma) if gaussian

@@ -16,54 +16,49 @@ from the graph (`transition_row`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from node.mixing import edge_weights, metropolis_weight
-from node.protocols import personalized_cd, ring_histogram, ring_sum, walk_sum
-from node.protocols.muffliato import MuffliatoParams
-from node.protocols.muffliato_async import MuffliatoAsyncParams
-from node.protocols.muffliato_gd import MuffliatoGDParams
-from node.protocols.personalized_cd import PersonalizedCDParams
-from node.protocols.ring_histogram import RingHistogramParams
-from node.protocols.ring_sum import RingSumParams
-from node.protocols.rw_sgd import RwSgdParams
-from node.protocols.walk_sum import WalkSumParams
+from node.protocols.base import GraphShape
+from node.protocols.registry import protocol_spec, protocol_specs
 from node.schema import load_model, save_model
 
 Weighting = Literal["metropolis", "min_degree", "explicit"]
-# The protocol block of a topology: one Params model per protocol, chosen by its `name`.
-ProtocolParams = Annotated[MuffliatoParams | MuffliatoAsyncParams | MuffliatoGDParams | RingSumParams | WalkSumParams
-                          | RwSgdParams | RingHistogramParams | PersonalizedCDParams, Field(discriminator="name")]
-GraphShape = Literal["undirected", "directed", "erdos_renyi"]
-# The graph shapes each protocol runs on, checked when a topology is loaded, so that a
-# protocol never starts on a graph it cannot use. Every protocol of the union has an entry.
-PROTOCOL_GRAPHS: dict[str, frozenset[GraphShape]] = {
-    "muffliato": frozenset({"undirected"}),
-    "muffliato-async": frozenset({"undirected"}),
-    "muffliato-gd": frozenset({"undirected", "erdos_renyi"}),
-    "ring-sum": frozenset({"undirected", "directed"}),
-    "walk-sum": frozenset({"undirected"}),
-    "rw-sgd": frozenset({"undirected"}),
-    "ring-histogram": frozenset({"undirected", "directed"}),
-    "personalized-cd": frozenset({"undirected"}),
-}
-# Protocols that need one graph of their shape in particular: a check that raises ValueError saying why not.
-PROTOCOL_GRAPH_RULES: dict[str, Callable[[Topology], None]] = {
-    "ring-sum": ring_sum.check_graph,
-    "walk-sum": walk_sum.check_graph,
-    "ring-histogram": ring_histogram.check_topology,
-    "personalized-cd": personalized_cd.check_topology,
-}
+
+
+@cache
+def _protocol_union() -> TypeAdapter[BaseModel]:
+    """Every registered protocol's Params, as one union told apart by `name`: built when a topology is first read."""
+    members = tuple(spec.params for spec in protocol_specs())
+    return TypeAdapter(Annotated[Union[members], Field(discriminator="name")])
+
+
+def _protocol_params(value: object) -> BaseModel:
+    return _protocol_union().validate_python(value)
+
+
+# The protocol block of a topology: the Params of the protocol its `name` names, among those registered
+# (serialized as that Params model, not as the BaseModel this is typed as).
+ProtocolParams = Annotated[SerializeAsAny[BaseModel], PlainValidator(_protocol_params)]
 FORMAT_VERSION = 1
 ROW_SUM_TOLERANCE = 1e-9
 STEP_GRAPH_CACHE = 16  # step graphs kept in memory: a node asks for the same few steps repeatedly
@@ -223,12 +218,11 @@ class Topology(BaseModel):
             _check_fixed_graph(self)
         if self.transitions is not None:
             _check_transitions(self)
-        shapes = PROTOCOL_GRAPHS[self.protocol.name]
-        if self.graph_shape not in shapes:
-            raise ValueError(f"protocol {self.protocol.name!r} runs on {' or '.join(sorted(shapes))} graphs; "
+        spec = protocol_spec(self.protocol.name)
+        if self.graph_shape not in spec.graphs:
+            raise ValueError(f"protocol {self.protocol.name!r} runs on {' or '.join(sorted(spec.graphs))} graphs; "
                              f"this graph is {self.graph_shape.replace('_', '-')}")
-        if self.protocol.name in PROTOCOL_GRAPH_RULES:
-            PROTOCOL_GRAPH_RULES[self.protocol.name](self)
+        spec.check_graph(self)
         if getattr(self.protocol, "accelerated", False) and self.spectral_gap is None:
             raise ValueError("Chebyshev acceleration needs the spectral gap of a fixed undirected graph; "
                              "use plain gossip (--plain) with a graph drawn per step")

@@ -34,17 +34,19 @@ NO_TRUTH = "no data: pass --data (the run's data folder) or --with-private-logs 
 NO_OUTPUTS = "structure-only logs: the nodes' final outputs were stripped"
 
 
-def averaging_utility(replay: Replay, data_dir: Path | None) -> dict[str, object]:
-    """The report's `utility` block of an averaging run (muffliato, muffliato-async)."""
+def averaging_utility(replay: Replay, data_dir: Path | None, *, muffliato_bound: bool = True) -> dict[str, object]:
+    """The report's `utility` block of an averaging run (muffliato, muffliato-async; without `muffliato_bound`,
+    a plug-in's averaging: no bound and no T_stop beside its MSE)."""
     topology = replay.topology
     params = topology.protocol
     n, sigma = topology.n, params.sigma
-    synchronous = replay.auditor.name == SYNCHRONOUS
+    synchronous = muffliato_bound and replay.auditor.name == SYNCHRONOUS
     block: dict[str, object] = {
         "metric": "mse",
         "per": "coordinate",
-        "bound": muffliato_mse_bound(n, sigma) if synchronous else randomized_muffliato_mse_bound(n, sigma),
-        "bound_rule": ("Thm 2: 3σ²/n, once T ≥ T_stop" if synchronous
+        "bound": (None if not muffliato_bound else muffliato_mse_bound(n, sigma) if synchronous
+                  else randomized_muffliato_mse_bound(n, sigma)),
+        "bound_rule": (None if not muffliato_bound else "Thm 2: 3σ²/n, once T ≥ T_stop" if synchronous
                        else "Thm 3: 4σ²/n, past T_stop edge activations"),
         "central": sigma**2 / n,
         "rounds": getattr(params, "rounds", None),

@@ -75,11 +75,12 @@ def utility_sentence(report: Mapping[str, object]) -> str | None:
 
 def _averaging(utility: Mapping[str, object]) -> str:
     rule = utility["bound_rule"]
-    if utility["rounds"] is not None:
+    if rule is not None and utility["rounds"] is not None:
         rule += f"; here T = {utility['rounds']} rounds" + (
             "" if utility["t_stop"] is None else f", T_stop = {utility['t_stop']}")
-    bound = (f"Muffliato's bound {format_number(utility['bound'])} ({rule}), the mean of everyone's noisy inputs "
-             f"(central DP, or local DP's releases averaged) {format_number(utility['central'])} (expected)")
+    central = (f"the mean of everyone's noisy inputs (central DP, or local DP's releases averaged) "
+               f"{format_number(utility['central'])} (expected)")
+    bound = central if rule is None else f"Muffliato's bound {format_number(utility['bound'])} ({rule}), {central}"
     if utility["mse"] is None:
         return f"Utility: the MSE cannot be computed ({utility['reason']}); at this σ, {bound}, per coordinate."
     return (f"Utility: MSE of the final estimates against the mean of the clipped inputs (from the "

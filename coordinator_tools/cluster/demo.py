@@ -23,12 +23,12 @@ from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, add_launch_arguments, launch_with_progress, options_from_args, \
     report_failures
 from coordinator_tools.cluster.demo_protocols import (
-    DEMO_PROTOCOLS,
     AveragingDemo,
     DemoProtocol,
     LearningDemo,
     MuffliatoDemo,
     PersonalizedDemo,
+    demo_protocols,
 )
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
@@ -58,7 +58,7 @@ def resolve_defaults(args: argparse.Namespace) -> DemoProtocol:
 
     args.sigma stays None for an averaging demo: its topology calibrates it.
     """
-    protocol = DEMO_PROTOCOLS[args.protocol]
+    protocol = demo_protocols()[args.protocol]
     check_demo_flags(args, protocol)
     if args.sigma is None:
         args.sigma = protocol.sigma
@@ -93,7 +93,7 @@ def _demo_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser("demo", help="run a local cluster on embedded defaults and show the result")
-    demo.add_argument("--protocol", choices=tuple(DEMO_PROTOCOLS), default="muffliato",
+    demo.add_argument("--protocol", choices=tuple(demo_protocols()), default="muffliato",
                       help="protocol to run (default muffliato: synchronous gossip; muffliato-async: randomized "
                            f"pairwise gossip; muffliato-gd: private SGD on the {LearningDemo.dataset} data, "
                            "then the audit page with its utility; rw-sgd: random-walk DP-SGD on the same data; "

@@ -12,7 +12,7 @@ test accuracy of the run, of a trusted aggregator and of local DP next to the pa
 DP-SGD does the same on Davis' Southern Women graph (`RandomWalkDemo`). Personalized CD runs the
 AISTATS 2018 synthetic task on its agents' similarity graph (`PersonalizedDemo`) and prints the mean
 test accuracy of purely local models, of the private run and of non-private CD.
-Each protocol is one object in DEMO_PROTOCOLS; the pipeline (`demo`) is the same for all.
+Each protocol's plug-in names its demo object (`demo_protocols`); the pipeline (`demo`) is the same for all.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import math
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import ClassVar
 
@@ -53,7 +54,9 @@ from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.protocols.rw_sgd import RwSgdParams
-from node.topology import MuffliatoParams, NetworkParams, ProtocolParams, Topology, replace_fields
+from node.protocols.muffliato import MuffliatoParams
+from node.protocols.registry import load_attribute, plugins
+from node.topology import NetworkParams, ProtocolParams, Topology, replace_fields
 
 
 class DemoProtocol(ABC):
@@ -420,10 +423,19 @@ class PersonalizedDemo(DemoProtocol):
                           f"({fullest['pld']:.4g} by the PLD accountant) in {fullest['updates']} updates")
 
 
-DEMO_PROTOCOLS: dict[str, DemoProtocol] = {
-    "muffliato": MuffliatoDemo(),
-    "muffliato-async": AsyncDemo(),
-    "muffliato-gd": LearningDemo(),
-    "rw-sgd": RandomWalkDemo(),
-    "personalized-cd": PersonalizedDemo(),
-}
+# netdp's own demos, each named by its protocol's plug-in (node.protocols.*).
+MUFFLIATO = MuffliatoDemo()
+MUFFLIATO_ASYNC = AsyncDemo()
+MUFFLIATO_GD = LearningDemo()
+RW_SGD = RandomWalkDemo()
+PERSONALIZED_CD = PersonalizedDemo()
+
+
+@cache
+def demo_protocols() -> Mapping[str, DemoProtocol]:
+    """The demo of every registered protocol that has one, by protocol name."""
+    demos = {name: load_attribute(plugin.demo) for name, plugin in plugins().items() if plugin.demo is not None}
+    wrong = [name for name, demo in demos.items() if not isinstance(demo, DemoProtocol)]
+    if wrong:
+        raise ConfigError(f"protocol {wrong[0]!r} registers {plugins()[wrong[0]].demo}, which is not a DemoProtocol")
+    return demos

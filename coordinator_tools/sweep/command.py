@@ -22,11 +22,11 @@ from rich.progress import (
 from coordinator_tools.cluster.command import CONSOLE
 from coordinator_tools.sweep import figures
 from coordinator_tools.sweep.grid import (
-    SUPPORTED,
     SweepGrid,
     expand,
     grid_from,
     load_grid,
+    supported,
 )
 from coordinator_tools.sweep.point import COLUMNS, check_point, run_point
 from coordinator_tools.sweep.state import (
@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="JSON grid file: an object with the fields protocol, graph, n, sigma, target_eps, "
                         "delta, rounds, steps, dimension, dataset, seed, networked, insecure (lists or single "
                         "values); instead of the options below")
-    parser.add_argument("--protocol", metavar="LIST", help=f"protocols, comma-separated: {', '.join(SUPPORTED)}")
+    parser.add_argument("--protocol", metavar="LIST", help=f"protocols, comma-separated: {', '.join(supported())}")
     parser.add_argument("--graph", metavar="LIST", help="graph kinds, comma-separated (default hypercube)")
     parser.add_argument("--n", metavar="LIST", help="numbers of nodes, comma-separated (default 16; a named graph fixes its own)")
     parser.add_argument("--sigma", metavar="LIST", help="noise std per draw, comma-separated")

@@ -33,10 +33,9 @@ from coordinator_tools.audit.command import DEFAULT_DELTA
 from coordinator_tools.datasets import SEED_BITS
 from coordinator_tools.topology.generators import GENERATORS, generate
 from node.errors import ConfigError
+from node.protocols.base import SweepShape
+from node.protocols.registry import protocol_spec, protocol_specs
 
-AVERAGING = ("muffliato", "muffliato-async")
-LEARNING = ("muffliato-gd",)
-SUPPORTED = AVERAGING + LEARNING
 DEFAULT_STEPS = 10
 AXES = ("protocol", "graph", "n", "sigma", "target_eps", "rounds", "steps")  # the grid's list-valued fields
 
@@ -45,12 +44,32 @@ Length = Annotated[int, Field(ge=1)]
 Noise = Annotated[float, Field(gt=0.0)]
 
 
+def sweep_shapes() -> dict[str, SweepShape]:
+    """How `netdp sweep` varies each registered protocol it can run, by protocol name."""
+    return {spec.name: spec.sweep for spec in protocol_specs() if spec.sweep is not None}
+
+
+def supported(family: str | None = None) -> tuple[str, ...]:
+    """The protocols `netdp sweep` runs (of one family: "averaging" or "learning")."""
+    return tuple(name for name, shape in sweep_shapes().items() if family in (None, shape.family))
+
+
+def length_field(protocol: str) -> str:
+    """The Params field that is a sweep point's T for `protocol`."""
+    return sweep_shapes()[protocol].length_field
+
+
+def _length_description(protocol: str) -> str:
+    params = protocol_spec(protocol).params
+    return params.model_fields[length_field(protocol)].description or length_field(protocol)
+
+
 class SweepGrid(BaseModel):
     """The grid as given (command-line options or a --grid JSON file with the same field names)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    protocol: tuple[str, ...] = Field(min_length=1, description="protocols to run: " + ", ".join(SUPPORTED))
+    protocol: tuple[str, ...] = Field(min_length=1, description="protocols to run (`supported()`)")
     graph: tuple[str, ...] = Field(("hypercube",), min_length=1, description="graph kinds")
     n: tuple[Size, ...] = Field((16,), min_length=1, description="numbers of nodes (graph kinds that take n)")
     sigma: tuple[Noise, ...] | None = Field(None, min_length=1, description="noise std per draw")
@@ -81,9 +100,9 @@ class SweepGrid(BaseModel):
     @field_validator("protocol")
     @classmethod
     def _supported(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        unsupported = [name for name in values if name not in SUPPORTED]
+        unsupported = [name for name in values if name not in sweep_shapes()]
         if unsupported:
-            raise ValueError(f"netdp sweep runs {', '.join(SUPPORTED)}; not {unsupported[0]!r}")
+            raise ValueError(f"netdp sweep runs {', '.join(supported())}; not {unsupported[0]!r}")
         return values
 
     @field_validator("graph")
@@ -98,20 +117,22 @@ class SweepGrid(BaseModel):
     def _consistent(self) -> SweepGrid:
         if (self.sigma is None) == (self.target_eps is None):
             raise ValueError("give sigma or target_eps (--sigma or --target-eps), exactly one of them")
-        averaging = [name for name in self.protocol if name in AVERAGING]
-        if self.rounds is not None and not averaging:
-            raise ValueError(f"rounds is T of {', '.join(AVERAGING)}; muffliato-gd takes steps")
-        if self.steps is not None and not any(name in LEARNING for name in self.protocol):
-            raise ValueError("steps is T of muffliato-gd; the averaging protocols take rounds")
-        if "muffliato-async" in self.protocol and self.rounds is None:
-            raise ValueError("muffliato-async needs rounds (--rounds): ticks of each node's clock")
+        averaging, learning = supported("averaging"), supported("learning")
+        if self.rounds is not None and not any(name in averaging for name in self.protocol):
+            raise ValueError(f"rounds is T of {', '.join(averaging)}; {', '.join(learning)} "
+                             f"take{'s' if len(learning) == 1 else ''} steps")
+        if self.steps is not None and not any(name in learning for name in self.protocol):
+            raise ValueError(f"steps is T of {', '.join(learning)}; the averaging protocols take rounds")
+        for name in self.protocol:
+            if sweep_shapes()[name].length_required and self.rounds is None:
+                raise ValueError(f"{name} needs rounds (--rounds): {_length_description(name)}")
         if self.insecure and not self.networked:
             raise ValueError("insecure only goes with networked runs (--networked)")
         return self
 
     def lengths(self, protocol: str) -> tuple[int | None, ...]:
         """The T axis of `protocol`: its rounds or steps (None: muffliato's T_stop)."""
-        if protocol in LEARNING:
+        if sweep_shapes()[protocol].family == "learning":
             return self.steps or (DEFAULT_STEPS,)
         return self.rounds or (None,)
 
@@ -140,7 +161,7 @@ class Point:
 
     @property
     def learning(self) -> bool:
-        return self.protocol in LEARNING
+        return sweep_shapes()[self.protocol].family == "learning"
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -182,7 +203,7 @@ def expand(grid: SweepGrid) -> list[Point]:
     """Every point of the grid, in a fixed order."""
     points: list[Point] = []
     for protocol in grid.protocol:
-        family = "learning" if protocol in LEARNING else "averaging"
+        family = sweep_shapes()[protocol].family
         for graph in grid.graph:
             for n in graph_sizes(graph, grid.n):
                 graph_seed = graph_seed_of(grid.seed, graph, n)

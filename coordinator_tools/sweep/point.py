@@ -41,14 +41,13 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.compare.command import CERT_VALIDITY_DAYS
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, CompareSetup
 from coordinator_tools.learning_data import write_minibatch_split
-from coordinator_tools.sweep.grid import Point, SweepGrid, point_graph
+from coordinator_tools.sweep.grid import Point, SweepGrid, length_field, point_graph
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.protocol_options import GraphFacts, params_from_fields
 from node.codec import from_tensor
 from node.errors import ConfigError
 from node.topology import FixedSchedule, ProtocolParams, Topology, save_topology
 
-LENGTH_FIELD = {"muffliato": "rounds", "muffliato-async": "exchanges", "muffliato-gd": "steps"}
 START_SIGMA = 1.0  # the σ a target point's topology is first built at (muffliato's default T is T_stop there)
 COLUMNS = (
     "point", "protocol", "graph", "n", "T", "sigma", "target_eps", "delta", "mode",
@@ -75,7 +74,7 @@ def point_topology(point: Point, grid: SweepGrid, sigma: float, *, length: int |
     else:
         fields: dict[str, object] = {"sigma": sigma, "dimension": grid.dimension}
         if length is not None:
-            fields[LENGTH_FIELD[point.protocol]] = length
+            fields[length_field(point.protocol)] = length
         params = params_from_fields(point.protocol, fields, GraphFacts(graph, "metropolis", None, FixedSchedule()))
     return build_topology(graph, graph_name=point.graph, run_id=new_run_id(f"sweep-{point.protocol}"),
                           protocol=params, graph_seed=point.graph_seed, addresses=addresses)
@@ -83,7 +82,7 @@ def point_topology(point: Point, grid: SweepGrid, sigma: float, *, length: int |
 
 def published_length(topology: Topology) -> int:
     """T as the topology publishes it: rounds, ticks per node or gradient steps."""
-    return int(getattr(topology.protocol, LENGTH_FIELD[topology.protocol.name]))
+    return int(getattr(topology.protocol, length_field(topology.protocol.name)))
 
 
 def write_point_data(point: Point, grid: SweepGrid, topology: Topology, data_dir: Path) -> None:

@@ -1,22 +1,27 @@
-"""Each protocol's command-line options, and how they become its published Params.
+"""Each registered protocol's command-line options, and how they become its published Params.
 
 `netdp topology generate | import --protocol NAME` accepts NAME's options and refuses the
-others' with a one-line error. Adding a protocol means adding one `ProtocolOptions` entry to
-PROTOCOL_OPTIONS: its Params model, the options that set its fields, and, when some of its
-defaults depend on the graph or on its other options, or `topology show` should print more,
-two small hooks.
+others' with a one-line error. A protocol's plug-in may name its own `ProtocolOptions` (its
+Params model, the options that set its fields, and, when some of its defaults depend on the
+graph or on its other options, or `topology show` should print more, two small hooks); netdp's
+own protocols do, below. A protocol that names none gets one option per Params field, its flag
+the field's name, its help the field's description, its default the field's own
+(`fields_as_options`); a field whose flag another protocol already defines for the same field
+shares that option.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, get_args
+from functools import cache, cached_property
+from types import NoneType, UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import networkx as nx
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from coordinator_tools.theory import (
@@ -39,19 +44,15 @@ from node.protocols.ring_histogram import (
 )
 from node.protocols.ring_histogram_bound import corollary_conditions, proof_bound
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
+from node.protocols.registry import load_attribute, plugins, protocol_spec
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
-from node.topology import (
-    PROTOCOL_GRAPHS,
-    ErdosRenyiSchedule,
-    GraphSchedule,
-    GraphShape,
-    Topology,
-)
+from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
 AVERAGING_SENSITIVITY = 1.0  # Delta of the averaging protocols when not given: inputs clipped to norm 1/2
 Fields = dict[str, Any]
+NOT_OPTIONS = frozenset({"name", "canaries"})  # the union's tag; the canaries `netdp run --canaries` plants
 SummaryRows = list[tuple[str, object]]
 
 
@@ -254,114 +255,173 @@ def _histogram_summary(topology: Topology) -> SummaryRows:
     return rows
 
 
-PROTOCOL_OPTIONS: dict[str, ProtocolOptions] = {
-    "muffliato": ProtocolOptions(
-        MuffliatoParams,
-        NOISY_VECTOR_OPTIONS + (
-            Option("--rounds", "rounds", "gossip rounds T (default: T_stop of Muffliato Thm 2 for the "
-                   "worst-case spread)", int),
-            PLAIN,
-        ),
-        derive=_muffliato_defaults,
-        summary=_muffliato_summary,
+# netdp's own protocols' options, each named by its plug-in (node.protocols.*).
+MUFFLIATO = ProtocolOptions(
+    MuffliatoParams,
+    NOISY_VECTOR_OPTIONS + (
+        Option("--rounds", "rounds", "gossip rounds T (default: T_stop of Muffliato Thm 2 for the "
+               "worst-case spread)", int),
+        PLAIN,
     ),
-    "muffliato-async": ProtocolOptions(
-        MuffliatoAsyncParams,
-        NOISY_VECTOR_OPTIONS + (
-            Option("--exchanges", "exchanges", "ticks of its own clock each node makes (or --duration)", int),
-            Option("--duration", "duration_s", "seconds each node keeps ticking (or --exchanges)", float),
-            TICK_RATE,
-            Option("--activation", "activation", "how a ticking node picks its peer",
-                   choices=("weights", "uniform")),
-            Option("--exchange-timeout", "exchange_timeout_s", "seconds to wait for a peer's answer", float),
-        ),
-        derive=_averaging_defaults,
+    derive=_muffliato_defaults,
+    summary=_muffliato_summary,
+)
+
+MUFFLIATO_ASYNC = ProtocolOptions(
+    MuffliatoAsyncParams,
+    NOISY_VECTOR_OPTIONS + (
+        Option("--exchanges", "exchanges", "ticks of its own clock each node makes (or --duration)", int),
+        Option("--duration", "duration_s", "seconds each node keeps ticking (or --exchanges)", float),
+        TICK_RATE,
+        Option("--activation", "activation", "how a ticking node picks its peer",
+               choices=("weights", "uniform")),
+        Option("--exchange-timeout", "exchange_timeout_s", "seconds to wait for a peer's answer", float),
     ),
-    "muffliato-gd": ProtocolOptions(
-        MuffliatoGDParams,
-        NOISY_VECTOR_OPTIONS + (
-            STEPS,
-            Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
-            PLAIN,
-        ) + LEARNING_OPTIONS,
-        derive=_gd_defaults,
+    derive=_averaging_defaults,
+)
+
+MUFFLIATO_GD = ProtocolOptions(
+    MuffliatoGDParams,
+    NOISY_VECTOR_OPTIONS + (
+        STEPS,
+        Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
+        PLAIN,
+    ) + LEARNING_OPTIONS,
+    derive=_gd_defaults,
+)
+
+RING_SUM = ProtocolOptions(
+    RingSumParams,
+    NOISY_VECTOR_OPTIONS + (
+        CYCLES,
+        Option("--noise-placement", "noise_placement", "single: one contribution in n - 1 adds the noise "
+               "(PAbD Alg. 1); distributed: every one adds N(0, sigma^2/n), the first N(0, sigma^2) (Remark 1)",
+               choices=get_args(NoisePlacement)),
     ),
-    "ring-sum": ProtocolOptions(
-        RingSumParams,
-        NOISY_VECTOR_OPTIONS + (
-            CYCLES,
-            Option("--noise-placement", "noise_placement", "single: one contribution in n - 1 adds the noise "
-                   "(PAbD Alg. 1); distributed: every one adds N(0, sigma^2/n), the first N(0, sigma^2) (Remark 1)",
-                   choices=get_args(NoisePlacement)),
-        ),
-        derive=_averaging_defaults,
-        summary=_token_sum_summary,
+    derive=_averaging_defaults,
+    summary=_token_sum_summary,
+)
+
+WALK_SUM = ProtocolOptions(
+    WalkSumParams,
+    NOISY_VECTOR_OPTIONS + (STEPS,),
+    derive=_walk_defaults,
+    summary=_token_sum_summary,
+)
+
+RW_SGD = ProtocolOptions(
+    RwSgdParams,
+    NOISY_VECTOR_OPTIONS + (
+        STEPS,
+        Option("--contribution-cap", "contribution_cap", "N_max: gradient steps a node takes at most; later "
+               "visits of the model add noise only (ICML 2024 Remark 5; default: no cap)", int),
+        Option("--sender", "sender", "known: a receiver learns which neighbour handed it the model (as the "
+               "transport tells it); anonymous: it checks, then forgets it", choices=get_args(SenderView)),
+    ) + LEARNING_OPTIONS,
+    derive=_learning_defaults,
+)
+
+PERSONALIZED_CD = ProtocolOptions(
+    PersonalizedCDParams,
+    (
+        DIMENSION,
+        LEARNING_OPTIONS[0],  # --task
+        Option("--mu", "mu", "mu: weight of the local losses against the graph term of objective (2)", float),
+        Option("--lipschitz", "lipschitz", "L0: every example's loss gradient is clipped to l1 norm L0 (the Laplace "
+               "noise of an update is 2 L0 / (eps m_i))", float),
+        Option("--smoothness", "smoothness", "bound on the smoothness of every local data term (logistic on rows "
+               "of l2 norm <= 1: 1/4)", float),
+        Option("--max-examples", "max_examples", "m_max: an agent's confidence is c_i = min(1, m_i / m_max)", int),
+        Option("--updates", "updates", "T_i: wake-ups of every agent, over which its budget is split", int),
+        Option("--epsilon", "epsilon", "budget eps of every agent over the run (default: none, non-private CD)",
+               float),
+        Option("--delta", "delta", "budget delta of every agent (Thm 1's composition)", float),
+        Option("--budget-split", "budget_split", "how an agent splits its budget over its updates: equally "
+               "(default) or by Prop. 2 at the expected global iteration of each wake-up (needs "
+               "--curvature-ratio)", choices=get_args(BudgetSplit)),
+        Option("--curvature-ratio", "curvature_ratio", "sigma / L_max of objective (2), in (0, 1]: Prop. 2's "
+               "C = 1 - ratio / n", float),
+        Option("--warm-start-epsilon", "warm_start_epsilon", "eps of the private warm start: every agent first "
+               "releases its noisy local model, paid from its budget, and starts from it (default: none)", float),
+        TICK_RATE,
+        ALPHA,
     ),
-    "walk-sum": ProtocolOptions(
-        WalkSumParams,
-        NOISY_VECTOR_OPTIONS + (STEPS,),
-        derive=_walk_defaults,
-        summary=_token_sum_summary,
+)
+
+RING_HISTOGRAM = ProtocolOptions(
+    RingHistogramParams,
+    (
+        Option("--categories", "categories", "L: every node's input is a category in 0..L-1", int),
+        CYCLES,
+        Option("--gamma", "gamma", "probability that randomized response RR_gamma replaces a node's answer by a "
+               "uniform category (or a Thm 2 target)", float),
+        Option("--target-epsilon", "target_epsilon", "epsilon of the whole run (K windows composed) for which "
+               "PAbD Thm 2's proof calibrates gamma from n (with --target-delta)", float),
+        Option("--target-delta", "target_delta", "delta of that target, below 1/100 (with --target-epsilon)",
+               float),
+        ALPHA,
     ),
-    "rw-sgd": ProtocolOptions(
-        RwSgdParams,
-        NOISY_VECTOR_OPTIONS + (
-            STEPS,
-            Option("--contribution-cap", "contribution_cap", "N_max: gradient steps a node takes at most; later "
-                   "visits of the model add noise only (ICML 2024 Remark 5; default: no cap)", int),
-            Option("--sender", "sender", "known: a receiver learns which neighbour handed it the model (as the "
-                   "transport tells it); anonymous: it checks, then forgets it", choices=get_args(SenderView)),
-        ) + LEARNING_OPTIONS,
-        derive=_learning_defaults,
-    ),
-    "personalized-cd": ProtocolOptions(
-        PersonalizedCDParams,
-        (
-            DIMENSION,
-            LEARNING_OPTIONS[0],  # --task
-            Option("--mu", "mu", "mu: weight of the local losses against the graph term of objective (2)", float),
-            Option("--lipschitz", "lipschitz", "L0: every example's loss gradient is clipped to l1 norm L0 (the Laplace "
-                   "noise of an update is 2 L0 / (eps m_i))", float),
-            Option("--smoothness", "smoothness", "bound on the smoothness of every local data term (logistic on rows "
-                   "of l2 norm <= 1: 1/4)", float),
-            Option("--max-examples", "max_examples", "m_max: an agent's confidence is c_i = min(1, m_i / m_max)", int),
-            Option("--updates", "updates", "T_i: wake-ups of every agent, over which its budget is split", int),
-            Option("--epsilon", "epsilon", "budget eps of every agent over the run (default: none, non-private CD)",
-                   float),
-            Option("--delta", "delta", "budget delta of every agent (Thm 1's composition)", float),
-            Option("--budget-split", "budget_split", "how an agent splits its budget over its updates: equally "
-                   "(default) or by Prop. 2 at the expected global iteration of each wake-up (needs "
-                   "--curvature-ratio)", choices=get_args(BudgetSplit)),
-            Option("--curvature-ratio", "curvature_ratio", "sigma / L_max of objective (2), in (0, 1]: Prop. 2's "
-                   "C = 1 - ratio / n", float),
-            Option("--warm-start-epsilon", "warm_start_epsilon", "eps of the private warm start: every agent first "
-                   "releases its noisy local model, paid from its budget, and starts from it (default: none)", float),
-            TICK_RATE,
-            ALPHA,
-        ),
-    ),
-    "ring-histogram": ProtocolOptions(
-        RingHistogramParams,
-        (
-            Option("--categories", "categories", "L: every node's input is a category in 0..L-1", int),
-            CYCLES,
-            Option("--gamma", "gamma", "probability that randomized response RR_gamma replaces a node's answer by a "
-                   "uniform category (or a Thm 2 target)", float),
-            Option("--target-epsilon", "target_epsilon", "epsilon of the whole run (K windows composed) for which "
-                   "PAbD Thm 2's proof calibrates gamma from n (with --target-delta)", float),
-            Option("--target-delta", "target_delta", "delta of that target, below 1/100 (with --target-epsilon)",
-                   float),
-            ALPHA,
-        ),
-        derive=_histogram_defaults,
-        summary=_histogram_summary,
-    ),
-}
+    derive=_histogram_defaults,
+    summary=_histogram_summary,
+)
+
+
+@cache
+def registered_options() -> Mapping[str, ProtocolOptions]:
+    """Every registered protocol's options by protocol name: those its plug-in names, else its Params' fields."""
+    named = {name: load_attribute(plugin.options) for name, plugin in plugins().items() if plugin.options is not None}
+    for name, protocol in named.items():
+        if not isinstance(protocol, ProtocolOptions) or protocol.params is not protocol_spec(name).params:
+            raise ConfigError(f"protocol {name!r} registers {plugins()[name].options}, which is not the "
+                              "ProtocolOptions of its Params")
+    defined = {option.flag: option for protocol in named.values() for option in protocol.options}
+    return {name: named.get(name) or fields_as_options(plugin.spec.params, defined)
+            for name, plugin in plugins().items()}
+
+
+def fields_as_options(params: type[BaseModel], defined: Mapping[str, Option]) -> ProtocolOptions:
+    """One option per field of `params` (but its `name`) that a command line can give; `defined`: the options
+    other protocols define, by flag, which a field of the same name shares (one flag means one thing)."""
+    options: list[Option] = []
+    for field, info in params.model_fields.items():
+        flag = "--" + field.replace("_", "-")
+        if field in NOT_OPTIONS:
+            continue
+        shared = defined.get(flag)
+        if shared is not None and shared.field != field:
+            raise ConfigError(f"{params.__name__}.{field}: {flag} already sets another protocol's {shared.field}")
+        option = shared or _field_option(flag, field, info)
+        if option is not None:
+            options.append(option)
+    return ProtocolOptions(params, tuple(options))
+
+
+def _field_option(flag: str, field: str, info: FieldInfo) -> Option | None:
+    """The option that sets one field: a number or string, or a choice among a Literal's values; None: a field of
+    another type, which keeps its default."""
+    annotation = info.annotation
+    if get_origin(annotation) in (Union, UnionType):  # `int | None`: the option sets the value, never None
+        members = [member for member in get_args(annotation) if member is not NoneType]
+        annotation = members[0] if len(members) == 1 else annotation
+    help_text = info.description or field.replace("_", " ")
+    if get_origin(annotation) is Literal:
+        return Option(flag, field, help_text, choices=tuple(str(value) for value in get_args(annotation)))
+    if annotation is bool:
+        return Option(flag, field, f"{help_text} (true or false)", _truth)
+    if annotation in (int, float, str):
+        return Option(flag, field, help_text, annotation)
+    return None
+
+
+def _truth(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text == "true"
 
 
 def add_protocol_options(parser: argparse.ArgumentParser) -> None:
     """--protocol and every protocol's options; an option shared by several protocols is added once."""
-    parser.add_argument("--protocol", choices=list(PROTOCOL_OPTIONS), default=DEFAULT_PROTOCOL,
+    parser.add_argument("--protocol", choices=list(registered_options()), default=DEFAULT_PROTOCOL,
                         help="protocol the nodes run (default %(default)s); each takes the options marked with it")
     for option, names in _options_by_flag().items():
         kwargs: dict[str, Any] = (
@@ -375,7 +435,7 @@ def add_protocol_options(parser: argparse.ArgumentParser) -> None:
 def protocol_params(args: argparse.Namespace, graph: GraphFacts) -> BaseModel:
     """The Params of --protocol from its options, refusing options of other protocols and graphs it cannot run on."""
     name = args.protocol
-    protocol = PROTOCOL_OPTIONS[name]
+    protocol = registered_options()[name]
     foreign = [option.flag for option in _options_by_flag()
                if option not in protocol.options and getattr(args, option.dest) is not None]
     if foreign:
@@ -391,12 +451,13 @@ def params_from_fields(name: str, fields: Fields, graph: GraphFacts) -> BaseMode
 
     A field the protocol does not have is refused by its Params model (pydantic's ValidationError).
     """
-    if name not in PROTOCOL_OPTIONS:
-        raise ConfigError(f"unknown protocol {name!r}; choose one of {', '.join(PROTOCOL_OPTIONS)}")
-    protocol = PROTOCOL_OPTIONS[name]
+    options = registered_options()
+    if name not in options:
+        raise ConfigError(f"unknown protocol {name!r}; choose one of {', '.join(options)}")
+    protocol = options[name]
     fields = {**{option.field: option.default for option in protocol.options if option.default is not None},
               **fields}
-    shapes = PROTOCOL_GRAPHS[name]
+    shapes = protocol_spec(name).graphs
     if graph.shape not in shapes:  # the topology would refuse it too, but only after defaults needing a fixed graph
         raise ConfigError(f"protocol {name} runs on {' or '.join(sorted(shapes))} graphs; this graph is "
                           f"{graph.shape.replace('_', '-')} (--schedule {graph.schedule.kind})")
@@ -409,14 +470,14 @@ def summary_rows(topology: Topology) -> SummaryRows:
     fields = protocol.model_dump(exclude_none=True)
     rows: SummaryRows = [("protocol", fields.pop("name"))]
     rows += list(fields.items())
-    return rows + PROTOCOL_OPTIONS[protocol.name].summary(topology)
+    return rows + registered_options()[protocol.name].summary(topology)
 
 
 def _options_by_flag() -> dict[Option, list[str]]:
     """Every option once, with the protocols that take it; one flag must mean one thing everywhere."""
     names: dict[Option, list[str]] = {}
     flags: dict[str, Option] = {}
-    for name, protocol in PROTOCOL_OPTIONS.items():
+    for name, protocol in registered_options().items():
         for option in protocol.options:
             if flags.setdefault(option.flag, option) is not option:
                 raise AssertionError(f"{option.flag} is defined twice, differently")
@@ -431,7 +492,7 @@ def _default_text(option: Option) -> str:
     if option.default is not None:
         return f" (default {option.default})"
     defaults = {_model_default(protocol.params, option.field)
-                for protocol in PROTOCOL_OPTIONS.values() if option in protocol.options}
+                for protocol in registered_options().values() if option in protocol.options}
     default = defaults.pop() if len(defaults) == 1 else None
     return "" if default is None else f" (default {default})"
 

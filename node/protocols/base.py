@@ -1,12 +1,19 @@
-"""The contract between the node host and a protocol module.
+"""The contract between netdp and a protocol: what one protocol registers, once.
 
-A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params model,
-`load(path, params)`, which reads and checks the node's private data file (a vector for the
-averaging protocols, a local dataset for the learning ones), and `start(context, data)`,
-which registers the protocol's mailboxes (before the node serves anyone) and returns the
-object whose `run()` is the node's part of the protocol. A `resumable` protocol's node rebuilds
-its state from its own logs when it is restarted (`ProtocolContext.journal.resumed`); every
-other protocol's restarted node is refused.
+A protocol module publishes a `ProtocolSpec`: its name, its pydantic Params model (with a
+`name` literal, which the published topology dispatches on), the graph shapes it runs on and
+a check of the one graph it is given, whether its noise is Gaussian, `load(path, params)`,
+which reads and checks the node's private data file (a vector for the averaging protocols, a
+local dataset for the learning ones), and `start(context, data)`, which registers the
+protocol's mailboxes (before the node serves anyone) and returns the object whose `run()` is
+the node's part of the protocol. A `resumable` protocol's node rebuilds its state from its own
+logs when it is restarted (`ProtocolContext.journal.resumed`); every other protocol's
+restarted node is refused.
+
+The spec and the coordinator's parts of the protocol (its auditor, and optionally its
+command-line options and demo, named by import path so that a node never imports the
+coordinator's tools) make one `ProtocolPlugin`, which the protocol registers under its name in
+the `netdp.protocols` entry-point group (`node.protocols.registry`).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -23,6 +30,9 @@ from node.data import load_vector
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
+    from node.topology import Topology
+
+GraphShape = Literal["undirected", "directed", "erdos_renyi"]
 
 
 @dataclass(frozen=True)
@@ -44,12 +54,52 @@ def load_private_vector(path: Path, params: Any) -> np.ndarray:
     return load_vector(path, params.dimension)
 
 
+def any_graph(topology: Topology) -> None:
+    """The graph check of a protocol that runs on every graph of its shapes."""
+
+
+@dataclass(frozen=True)
+class SweepShape:
+    """How `netdp sweep` varies a protocol: its family and its length.
+
+    An averaging point publishes the protocol's Params from σ, the dimension and T, on synthetic vectors; a
+    learning point is `netdp compare`'s learning setup, whose Params are Muffliato-GD's.
+    """
+
+    family: Literal["averaging", "learning"]
+    length_field: str  # the Params field that is the sweep's T (rounds, ticks per node, gradient steps)
+    length_required: bool = False  # a point must give T (the protocol has no default length of its own)
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """One protocol as the node host sees it."""
+    """One protocol as a node sees it: checked when a topology is loaded, run by the node host."""
 
     name: str
     params: type[BaseModel]
     start: Callable[["ProtocolContext", Any], ProtocolNode]
     load: Callable[[Path, Any], Any] = load_private_vector
     resumable: bool = False  # a restarted node may rejoin its run from its logs
+    graphs: frozenset[GraphShape] = frozenset({"undirected"})  # the graph shapes it runs on
+    check_graph: Callable[["Topology"], None] = any_graph  # raises ValueError saying why this graph will not do
+    gaussian: bool = True  # its noise is Gaussian (the node gets a Gaussian sampler, not Laplace or RR)
+    sweep: SweepShape | None = None  # None: `netdp sweep` does not run it
+
+
+@dataclass(frozen=True)
+class ProtocolPlugin:
+    """What one entry of the `netdp.protocols` group registers: the node's spec and the coordinator's parts.
+
+    The coordinator's parts are "module:attribute" paths, imported only when a command needs them: `auditor`
+    (a `ProtocolAuditor` instance), `options` (its `ProtocolOptions` for `netdp topology generate`; None: one
+    option per Params field, from the field's type, default and description) and `demo` (its `netdp demo`).
+    """
+
+    spec: ProtocolSpec
+    auditor: str
+    options: str | None = None
+    demo: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from node.data import clip_to_ball
 from node.mixing import chebyshev_omega
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.gossip import BarrierRounds, run_gossip
 from node.protocols.params import NoisyVectorParams
 
@@ -61,4 +61,9 @@ class MuffliatoNode:
         return await self._rounds.exchange(round_index, value)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, MuffliatoParams, MuffliatoNode)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, MuffliatoParams, MuffliatoNode, sweep=SweepShape("averaging", "rounds")),
+    auditor="coordinator_tools.audit.protocols.muffliato:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:MUFFLIATO",
+    demo="coordinator_tools.cluster.demo_protocols:MUFFLIATO",
+)

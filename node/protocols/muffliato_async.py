@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 from node.data import clip_to_ball
 from node.delivery import CustodyDelivery
 from node.message import Message, MessageId
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.params import NoisyVectorParams
 from node.refusal import Refusal
 
@@ -156,4 +156,10 @@ class MuffliatoAsyncNode:
             dead.update(peer for peer, answered in zip(missing, answers) if not answered)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, MuffliatoAsyncParams, MuffliatoAsyncNode)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, MuffliatoAsyncParams, MuffliatoAsyncNode,
+                 sweep=SweepShape("averaging", "exchanges", length_required=True)),
+    auditor="coordinator_tools.audit.protocols.muffliato_async:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:MUFFLIATO_ASYNC",
+    demo="coordinator_tools.cluster.demo_protocols:MUFFLIATO_ASYNC",
+)

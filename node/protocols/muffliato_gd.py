@@ -19,7 +19,7 @@ from pydantic import Field
 
 from node.learning import LocalData, clipped_gradient, load_local_data
 from node.mixing import chebyshev_omega
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.gossip import BarrierRounds, run_gossip
 from node.protocols.params import LearningParams
 
@@ -79,4 +79,10 @@ class MuffliatoGDNode:
         return NodeOutput(model, params.steps)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, MuffliatoGDParams, MuffliatoGDNode, load=load_local_data)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, MuffliatoGDParams, MuffliatoGDNode, load=load_local_data,
+                 graphs=frozenset({"undirected", "erdos_renyi"}), sweep=SweepShape("learning", "steps")),
+    auditor="coordinator_tools.audit.protocols.muffliato_gd:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:MUFFLIATO_GD",
+    demo="coordinator_tools.cluster.demo_protocols:MUFFLIATO_GD",
+)

@@ -61,7 +61,7 @@ from node.learning import LocalData, Task
 from node.mailboxes.latest_value import Latest
 from node.message import Message, MessageId
 from node.personalized import AgentProblem
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
 from node.protocols.params import CANARIES_DESCRIPTION
 
 if TYPE_CHECKING:
@@ -315,4 +315,10 @@ class PersonalizedCDNode:
         return problem.update(theta, neighbours, noisy)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, PersonalizedCDParams, PersonalizedCDNode, load=load_agent_data, resumable=True)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, PersonalizedCDParams, PersonalizedCDNode, load=load_agent_data, resumable=True,
+                 check_graph=check_topology, gaussian=False),
+    auditor="coordinator_tools.audit.protocols.personalized_cd:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:PERSONALIZED_CD",
+    demo="coordinator_tools.cluster.demo_protocols:PERSONALIZED_CD",
+)

@@ -1,29 +1,83 @@
-"""Every protocol a node can run, by the name the published topology gives."""
+"""Every protocol netdp can run, as registered in the `netdp.protocols` entry-point group.
+
+Each entry names one protocol and points at its `ProtocolPlugin`; netdp's own protocols are
+registered there by netdp's pyproject.toml exactly as another package registers its own, so
+installing a package is all it takes to add a protocol. The group is scanned once per process.
+Netdp's own come first, then the others, each by name.
+"""
 
 from __future__ import annotations
 
-from node.errors import ConfigError
-from node.protocols import (
-    muffliato,
-    muffliato_async,
-    muffliato_gd,
-    personalized_cd,
-    ring_histogram,
-    ring_sum,
-    rw_sgd,
-    walk_sum,
-)
-from node.protocols.base import ProtocolSpec
+from collections.abc import Mapping
+from functools import cache
+from importlib import import_module
+from importlib.metadata import EntryPoint, entry_points
+from types import MappingProxyType
+from typing import Any
 
-PROTOCOLS: dict[str, ProtocolSpec] = {
-    spec.name: spec for spec in (muffliato.SPEC, muffliato_async.SPEC, muffliato_gd.SPEC, ring_sum.SPEC, walk_sum.SPEC,
-                                    rw_sgd.SPEC, ring_histogram.SPEC, personalized_cd.SPEC)
-}
+from node.errors import ConfigError
+from node.protocols.base import ProtocolPlugin, ProtocolSpec
+
+ENTRY_POINT_GROUP = "netdp.protocols"
+NETDP_DISTRIBUTION = "netdp"
+
+
+@cache
+def plugins() -> Mapping[str, ProtocolPlugin]:
+    """Every registered protocol by name, loaded once; a broken or clashing entry is a ConfigError naming it."""
+    found: dict[str, ProtocolPlugin] = {}
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_registration_order):
+        plugin = _load(entry)
+        if entry.name in found:
+            raise ConfigError(f"protocol {entry.name!r} is registered twice in {ENTRY_POINT_GROUP} "
+                              f"(the second time by {entry.value})")
+        found[entry.name] = plugin
+    return MappingProxyType(found)
+
+
+def _registration_order(entry: EntryPoint) -> tuple[bool, str]:
+    return (entry.dist is None or entry.dist.name != NETDP_DISTRIBUTION, entry.name)
+
+
+def _load(entry: EntryPoint) -> ProtocolPlugin:
+    try:
+        plugin = entry.load()
+    except Exception as exc:  # an installed package that cannot be imported: say which one
+        raise ConfigError(f"protocol {entry.name!r} ({entry.value}) cannot be loaded: {exc}") from exc
+    if not isinstance(plugin, ProtocolPlugin):
+        raise ConfigError(f"{ENTRY_POINT_GROUP} entry {entry.name!r} ({entry.value}) is not a ProtocolPlugin")
+    if plugin.name != entry.name:
+        raise ConfigError(f"{ENTRY_POINT_GROUP} entry {entry.name!r} registers a protocol called {plugin.name!r}")
+    return plugin
+
+
+def protocol_names() -> tuple[str, ...]:
+    """The names of every registered protocol, in registration order."""
+    return tuple(plugins())
+
+
+def protocol_plugin(name: str) -> ProtocolPlugin:
+    """The protocol called `name`; a one-line error naming the known ones otherwise."""
+    try:
+        return plugins()[name]
+    except KeyError:
+        raise ConfigError(f"unknown protocol {name!r}; this node runs {', '.join(sorted(plugins()))}") from None
 
 
 def protocol_spec(name: str) -> ProtocolSpec:
-    """The protocol called `name`; a one-line error naming the known ones otherwise."""
+    """The node's side of the protocol called `name`."""
+    return protocol_plugin(name).spec
+
+
+def protocol_specs() -> tuple[ProtocolSpec, ...]:
+    """The node's side of every registered protocol, in registration order."""
+    return tuple(plugin.spec for plugin in plugins().values())
+
+
+def load_attribute(path: str) -> Any:
+    """The object a "module:attribute" path names (a plug-in's auditor, options or demo)."""
+    module, _, attribute = path.partition(":")
     try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise ConfigError(f"unknown protocol {name!r}; this node runs {', '.join(sorted(PROTOCOLS))}") from None
+        return getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import {path}: {exc}") from exc

@@ -31,7 +31,7 @@ from node.data import load_vector
 from node.errors import ConfigError
 from node.mailboxes.token_slot import Token
 from node.protocols import ring_sum
-from node.protocols.base import ProtocolSpec
+from node.protocols.base import ProtocolPlugin, ProtocolSpec
 from node.protocols.ring_histogram_bound import MAX_LOCAL_EPSILON, MAX_WINDOW_DELTA, MIN_REPORTS, proof_bound
 
 if TYPE_CHECKING:
@@ -203,4 +203,9 @@ class RingHistogramNode(ring_sum.RingTokenNode):
         return debiased(result, gamma=params.gamma, n=self._n, cycles=params.cycles)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, RingHistogramParams, RingHistogramNode, load_category)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, RingHistogramParams, RingHistogramNode, load_category,
+                 graphs=frozenset({"undirected", "directed"}), check_graph=check_topology, gaussian=False),
+    auditor="coordinator_tools.audit.protocols.token_sum:RING_HISTOGRAM",
+    options="coordinator_tools.topology.protocol_options:RING_HISTOGRAM",
+)

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from node.mailboxes.token_slot import AdmitRule, Token, TokenSlot
 from node.message import MessageId
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
 from node.protocols.token_sum import (
     SUM_TOKEN_ID,
     TOKEN,
@@ -216,4 +216,9 @@ class RingSumNode(RingTokenNode):
         return await self._contributor.add(token.value, sigma, visit)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, RingSumParams, RingSumNode)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, RingSumParams, RingSumNode, graphs=frozenset({"undirected", "directed"}),
+                 check_graph=check_graph),
+    auditor="coordinator_tools.audit.protocols.token_sum:RING_SUM",
+    options="coordinator_tools.topology.protocol_options:RING_SUM",
+)

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from node.learning import LocalData, clipped_gradient, load_local_data
 from node.message import MessageId
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
 from node.protocols.params import LearningParams
 from node.protocols.token_sum import TOKEN, Deadline, Farewell, TokenWalkError, hand_on_drawn
 from node.refusal import Refusal
@@ -146,4 +146,9 @@ class RwSgdNode:
         return token
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, RwSgdParams, RwSgdNode, load=load_local_data)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, RwSgdParams, RwSgdNode, load=load_local_data),
+    auditor="coordinator_tools.audit.protocols.rw_sgd:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:RW_SGD",
+    demo="coordinator_tools.cluster.demo_protocols:RW_SGD",
+)

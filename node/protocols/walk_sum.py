@@ -34,7 +34,7 @@ from pydantic import Field
 
 from node.delivery import CustodyDelivery
 from node.message import Message, MessageId
-from node.protocols.base import NodeOutput, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
 from node.protocols.token_sum import (
     SUM_TOKEN_ID,
     TOKEN,
@@ -173,4 +173,8 @@ class WalkSumNode:
                                    deadline=deadline)
 
 
-SPEC = ProtocolSpec(PROTOCOL_NAME, WalkSumParams, WalkSumNode)
+PLUGIN = ProtocolPlugin(
+    ProtocolSpec(PROTOCOL_NAME, WalkSumParams, WalkSumNode, check_graph=check_graph),
+    auditor="coordinator_tools.audit.protocols.token_sum:WALK_SUM",
+    options="coordinator_tools.topology.protocol_options:WALK_SUM",
+)

@@ -16,7 +16,8 @@ from scipy.stats import norm
 
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.topology.build import build_topology
-from node.topology import MuffliatoParams, Topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology
 
 
 def topology_from_graph(

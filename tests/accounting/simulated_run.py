@@ -27,7 +27,8 @@ from node.codec import to_tensor
 from node.mixing import accelerated_step, chebyshev_omega
 from node.protocols.muffliato import NOISE_PURPOSE
 from node.protocols.muffliato import PROTOCOL_NAME
-from node.topology import MuffliatoParams, Topology, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology, save_topology
 from node.viewlog import FRAME, MAGIC, PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, encode_record, read_log
 
 SIGMA = 0.5

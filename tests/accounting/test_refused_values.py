@@ -21,7 +21,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import planned_trans
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from node.viewlog import VIEW_LOG_NAME
 from tests.accounting.reference import drop
 from tests.accounting.simulated_run import SIGMA, Faults, rewrite_log, simulate_run

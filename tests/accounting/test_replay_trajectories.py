@@ -20,7 +20,8 @@ from coordinator_tools.topology.build import build_topology
 from node.codec import to_tensor
 from node.noise import SimulationSampler
 from node.protocols.muffliato import NOISE_PURPOSE
-from node.topology import MuffliatoParams, NetworkParams, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, save_topology
 from node.transport.inprocess import run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME
 from tests.accounting.simulated_run import Faults, ring_topology, simulate_run, tear_tail

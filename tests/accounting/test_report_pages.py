@@ -30,7 +30,7 @@ from coordinator_tools.audit.protocols.rw_sgd import walk_facts
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.protocols.rw_sgd import RwSgdParams
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from tests.accounting.simulated_run import fake_losses, ring_topology
 from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 

@@ -18,6 +18,7 @@ from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.conversion import ORDERS
 from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.protocols.rw_sgd import ex_ante, theory
+from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk, simulate_walks
 from coordinator_tools.audit.protocols.rw_sgd.accountant import account, paper_column
 from coordinator_tools.audit.protocols.token_sum.run import path_run, transition_matrix
 from coordinator_tools.audit.report import build_report, write_report
@@ -98,7 +99,7 @@ def test_without_a_valid_order_the_paper_column_is_not_computed():
     """σ_m = 0.1: the largest valid order is 1.005, below the conversion's 1.01; σ = 0: none at all."""
     for sigma in (0.1, 0.0):
         topology = walk_topology("hypercube", 8, sigma=sigma, steps=40)
-        run = path_run(topology, theory.simulate_walk(transition_matrix(topology), 40, 0,
+        run = path_run(topology, simulate_walk(transition_matrix(topology), 40, 0,
                                                       np.random.default_rng(1)).tolist())
         losses = account(run, **options(topology))
         assert np.isnan(losses.paper_eps).all() and np.isnan(losses.paper_rdp).all()
@@ -151,7 +152,7 @@ def test_ex_ante_draws_walks_until_the_median_interval_is_narrow_and_equals_its_
     assert estimate.to_json()["relative_half_width"]["median"] <= ex_ante.TARGET_RELATIVE_HALF_WIDTH
     fixed = ex_ante.simulate(W, 30, 0, 3, alpha=2.0, sigma=4.0, sensitivity=2.0, seed=5, walks=300)
     assert theory.BATCH_ENTRIES // (30 * 6) >= 300
-    paths = theory.simulate_walks(W, 30, 0, 300, np.random.default_rng(5))
+    paths = simulate_walks(W, 30, 0, 300, np.random.default_rng(5))
     losses = np.array([theory.realized_path_rdp(path, theory.contributions(path, 3, 6), 6, 2.0, 4.0, 2.0)
                        for path in paths])
     off = ~np.eye(6, dtype=bool)
@@ -165,7 +166,7 @@ def test_every_column_says_what_it_is_given_and_the_undercount_line_compares_lik
     bound is below it, with no warning), ex_ante leads with the upper end of its interval; the page shows each
     column's line and the exact column's conditions."""
     topology = walk_topology("hypercube", 8, sigma=2.0, steps=40, cap=8)
-    path = theory.simulate_walk(transition_matrix(topology), 40, 0, np.random.default_rng(2)).tolist()
+    path = simulate_walk(transition_matrix(topology), 40, 0, np.random.default_rng(2)).tolist()
     run = path_run(topology, path)
     losses = account(run, **options(topology))
     check = next(c for c in loss_checks(losses) if "paper bound" in c.name)

@@ -10,6 +10,7 @@ import pytest
 from scipy import integrate, stats
 
 from coordinator_tools.audit.protocols.rw_sgd import ex_ante, theory
+from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk, simulate_walks
 
 ALPHA, SIGMA, DELTA = 3.0, 2.0, 0.5
 UNIT = ALPHA * DELTA ** 2 / (2 * SIGMA ** 2)  # one Gaussian step seen directly: αΔ²/(2σ²)
@@ -202,7 +203,7 @@ def test_joint_amplification_is_feldmans_optimal_schedule():
 def test_joint_amplification_never_below_segment_exact(davis):
     rng = np.random.default_rng(11)
     for _ in range(5):
-        path = theory.simulate_walk(davis, 300, 0, rng)
+        path = simulate_walk(davis, 300, 0, rng)
         contributes = theory.contributions(path, 3, 32)
         realized = theory.realized_path_rdp(path, contributes, 32, ALPHA, SIGMA, DELTA)
         exact = theory.segment_exact_rdp(path, contributes, 32, ALPHA, SIGMA, DELTA)
@@ -229,12 +230,12 @@ def test_cap_stops_the_leak():
 def test_ex_ante_one_walk_and_jensen(davis):
     steps, cap, walks = 200, 2, 30
     for loss in (theory.realized_path_rdp, theory.segment_exact_rdp):
-        path = theory.simulate_walk(davis, steps, 4, np.random.default_rng(5))
+        path = simulate_walk(davis, steps, 4, np.random.default_rng(5))
         direct = loss(path, theory.contributions(path, cap, 32), 32, ALPHA, SIGMA, DELTA)
         one = ex_ante.LogMeanExp(ALPHA)
         one.add(np.nan_to_num(direct)[None])
         assert np.allclose(off_diagonal(one.estimate()), off_diagonal(direct))
-        paths = theory.simulate_walks(davis, steps, 4, walks, np.random.default_rng(9))
+        paths = simulate_walks(davis, steps, 4, walks, np.random.default_rng(9))
         losses = np.array([loss(p, theory.contributions(p, cap, 32), 32, ALPHA, SIGMA, DELTA) for p in paths])
         many = ex_ante.LogMeanExp(ALPHA)
         many.add(np.nan_to_num(losses))
@@ -246,7 +247,7 @@ def test_ex_ante_one_walk_and_jensen(davis):
 
 def test_a_batch_of_walks_is_each_walk_accounted_alone(davis, monkeypatch):
     """`path_geometry` over a stack of walks, its observers in blocks of a few, equals each walk's own losses."""
-    paths = theory.simulate_walks(davis, 150, 0, 12, np.random.default_rng(4))
+    paths = simulate_walks(davis, 150, 0, 12, np.random.default_rng(4))
     contributes = theory.contributions(paths, 3, 32)
     assert all(np.array_equal(contributes[k], theory.contributions(paths[k], 3, 32)) for k in range(12))
     unit = 2 * SIGMA**2 / (ALPHA * DELTA**2)
@@ -261,7 +262,7 @@ def test_a_batch_of_walks_is_each_walk_accounted_alone(davis, monkeypatch):
 
 def test_simulated_walk_follows_w():
     W = metropolis(nx.path_graph(4))
-    path = theory.simulate_walk(W, 20000, 1, np.random.default_rng(0))
+    path = simulate_walk(W, 20000, 1, np.random.default_rng(0))
     assert path[0] == 1 and len(path) == 20000
     assert (W[path[:-1], path[1:]] > 0).all()
     counts = np.zeros((4, 4))

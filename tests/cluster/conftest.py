@@ -14,7 +14,8 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, Topology, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, Topology, save_topology
 
 
 @dataclass(frozen=True)

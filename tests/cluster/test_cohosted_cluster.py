@@ -25,7 +25,8 @@ from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.host import ESTIMATE_FILE
-from node.topology import MuffliatoParams, NetworkParams, Topology, hosted_ids, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, Topology, hosted_ids, save_topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 
 pytestmark = pytest.mark.cluster

@@ -26,7 +26,7 @@ import pytest
 from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model, simulate_cd
 from coordinator_tools.audit.protocols.personalized_cd.utility import agent_problems
-from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS, loopback_addresses
+from coordinator_tools.cluster.demo_protocols import PERSONALIZED_CD, loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, run_cluster
 from coordinator_tools.datasets import node_data_file
 from coordinator_tools.personalized_task import AgentTasks, generate_task, load_test_sets, task_topology, write_task
@@ -38,7 +38,7 @@ from node.topology import NetworkParams, Topology, save_topology
 from node.viewlog import VIEW_LOG_NAME, LogContents, read_log
 
 pytestmark = pytest.mark.cluster
-DEMO = DEMO_PROTOCOLS["personalized-cd"]
+DEMO = PERSONALIZED_CD
 KILLED, KILLED_AT = 5, 2
 ARGS = argparse.Namespace(graph=None, n=DEMO.nodes, dimension=None, sensitivity=None, epsilon=None, alpha=2.0,
                           data_seed=None)

@@ -23,7 +23,8 @@ from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.codec import from_tensor
-from node.topology import MuffliatoParams, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import save_topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ import pytest
 
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.generators import generate
-from node.topology import MuffliatoParams, NetworkParams, Topology, hosted_ids
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams, Topology, hosted_ids
 
 PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=10, dimension=2)
 

@@ -36,7 +36,8 @@ from node.security import (
     process_names,
     server_credentials,
 )
-from node.topology import MuffliatoParams, Topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology
 
 ADDRESSES = ["127.0.0.1:7000", "alpha.example.org:7001", "10.1.2.3:7002"]
 WHO_AM_I = "/netdp.test.Identity/WhoAmI"

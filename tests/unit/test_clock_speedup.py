@@ -18,7 +18,7 @@ from coordinator_tools.topology.build import build_topology
 from node.cli import build_parser
 from node.cli import main as node_main
 from node.errors import ConfigError
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 
 TOPOLOGY = build_topology(nx.cycle_graph(3), graph_name="ring", run_id="clock", protocol=MuffliatoParams(
     sigma=0.0, sensitivity=1.0, alpha=2.0, rounds=1, dimension=2))

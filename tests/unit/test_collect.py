@@ -22,7 +22,8 @@ from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
-from node.topology import MuffliatoParams, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import save_topology
 from node.viewlog import ViewLogWriter, read_log
 
 STACK = "st"

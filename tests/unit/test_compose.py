@@ -23,7 +23,8 @@ from coordinator_tools.topology.generators import generate
 from node import cli as node_cli
 from node import healthcheck
 from node.errors import ConfigError
-from node.topology import MuffliatoParams, Topology, hosted_ids, load_topology, save_topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology, hosted_ids, load_topology, save_topology
 
 N = 4
 PORTS = [7100 + v for v in range(N)]

@@ -18,7 +18,7 @@ import pytest
 
 from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
-from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS
+from coordinator_tools.cluster.demo_protocols import MUFFLIATO_GD
 from coordinator_tools.datasets import node_data_file
 from coordinator_tools.learning_data import load_test_set
 from coordinator_tools.topology.build import build_topology
@@ -29,7 +29,7 @@ from node.learning import load_local_data
 from node.topology import Topology, save_topology
 from node.transport.inprocess import run_inprocess
 
-DEMO = DEMO_PROTOCOLS["muffliato-gd"]
+DEMO = MUFFLIATO_GD
 
 
 def demo_args(**given: object) -> argparse.Namespace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import get_args
 
 import numpy as np
@@ -11,7 +12,10 @@ from pydantic import ValidationError
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.schema import describe_validation_error
-from node.topology import PROTOCOL_GRAPHS, MuffliatoParams, ProtocolParams, Topology, erdos_renyi_edges
+from node.protocols.muffliato import MuffliatoParams
+from node.protocols import registry
+from node.protocols.base import GraphShape
+from node.topology import Topology, erdos_renyi_edges
 
 PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=4, dimension=1, accelerated=False)
 ER = {"schedule": {"kind": "erdos_renyi", "p": 0.3, "seed": 11}}
@@ -20,7 +24,8 @@ ER = {"schedule": {"kind": "erdos_renyi", "p": 0.3, "seed": 11}}
 @pytest.fixture
 def any_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the test protocol run on every graph shape (no protocol of today runs on arcs or drawn graphs)."""
-    monkeypatch.setitem(PROTOCOL_GRAPHS, "muffliato", frozenset({"undirected", "directed", "erdos_renyi"}))
+    everywhere = replace(registry.protocol_spec("muffliato"), graphs=frozenset(get_args(GraphShape)))
+    monkeypatch.setattr("node.topology.protocol_spec", lambda name: everywhere)
 
 
 def raw(n: int, **graph: object) -> dict:
@@ -43,9 +48,10 @@ def refusal(document: dict) -> str:
     return describe_validation_error(caught.value, document)
 
 
-def test_every_protocol_says_which_graphs_it_runs_on() -> None:
-    members = get_args(get_args(ProtocolParams)[0])
-    assert {member.model_fields["name"].default for member in members} == set(PROTOCOL_GRAPHS)
+def test_every_registered_protocol_says_which_graphs_it_runs_on() -> None:
+    for spec in registry.protocol_specs():
+        assert spec.graphs and spec.graphs <= set(get_args(GraphShape)), spec.name
+        assert spec.params.model_fields["name"].default == spec.name
 
 
 # --- per-step Erdos-Renyi graphs ---------------------------------------------------------------

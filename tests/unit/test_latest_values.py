@@ -23,7 +23,7 @@ from node.protocols.personalized_cd import MODEL as PERSONALIZED_MODEL
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.receiver import Receiver
 from node.refusal import Refusal
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from node.transport.inprocess import InProcessLink
 from node.viewlog import VIEW_LOG_NAME, read_log
 

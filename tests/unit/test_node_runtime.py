@@ -18,7 +18,8 @@ from node.journal import Journal
 from node.noise import SecureGaussianSampler, SimulationSampler
 from node.protocols.gossip import mix
 from node.refusal import Refusal
-from node.topology import MuffliatoParams, NetworkParams
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import NetworkParams
 from node.transport.inprocess import run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 

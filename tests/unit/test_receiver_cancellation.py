@@ -19,7 +19,7 @@ from node.journal import Journal
 from node.message import GOSSIP, Message, MessageId, to_wire
 from node.receiver import Receiver
 from node.refusal import Refusal
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 RUN = "cancelled-callers"

@@ -40,7 +40,7 @@ from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.message import GOSSIP as GOSSIP_KIND
 from node.journal import Journal
 from node.receiver import Receiver
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from node.transport.grpc_server import start_server, stop_server
 from node.viewlog import VIEW_LOG_NAME, read_log
 from tests.fuzz_builders import bit_sets, flip_bits

@@ -11,10 +11,10 @@ from coordinator_tools.cli import build_parser
 from coordinator_tools.sweep.command import grid_of
 from coordinator_tools.sweep.grid import (
     DEFAULT_STEPS,
-    SUPPORTED,
     expand,
     grid_from,
     load_grid,
+    supported,
 )
 from node.errors import ConfigError
 
@@ -64,7 +64,7 @@ def test_a_named_graph_fixes_its_own_size_and_the_target_axis_replaces_sigma() -
 
 @pytest.mark.parametrize(("argv", "message"), [
     (("--protocol", "muffliato,rw-sgd", "--sigma", "1"),
-     f"netdp sweep runs {', '.join(SUPPORTED)}; not 'rw-sgd'"),
+     f"netdp sweep runs {', '.join(supported())}; not 'rw-sgd'"),
     (("--protocol", "muffliato", "--sigma", "1", "--target-eps", "2"), "exactly one of them"),
     (("--protocol", "muffliato"), "exactly one of them"),
     (("--protocol", "muffliato-async", "--sigma", "1"), "muffliato-async needs rounds"),

@@ -17,7 +17,7 @@ from coordinator_tools.theory import (
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.mixing import accelerated_step, chebyshev_omega
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 
 
 def test_t_stop_follows_theorem_2() -> None:

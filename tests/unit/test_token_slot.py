@@ -27,7 +27,7 @@ from node.message import Message, MessageId, to_wire
 from node.noise import SimulationSampler
 from node.receiver import SENDER_WITHHELD, Receiver
 from node.refusal import Refusal
-from node.topology import MuffliatoParams
+from node.protocols.muffliato import MuffliatoParams
 from node.transport.inprocess import InProcessLink
 from node.viewlog import VIEW_LOG_NAME, read_log
 

@@ -12,7 +12,8 @@ import pytest
 from coordinator_tools.topology.build import build_topology, gossip_mixing
 from coordinator_tools.topology.generators import generate
 from node.mixing import accelerated_step, chebyshev_omega, edge_weights, spectral_gap
-from node.topology import MuffliatoParams, Topology
+from node.protocols.muffliato import MuffliatoParams
+from node.topology import Topology
 
 PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=10, dimension=1)
 

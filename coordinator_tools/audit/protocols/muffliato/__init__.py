@@ -22,7 +22,7 @@ from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.protocols.muffliato.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato.plan import plan
-from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
+from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript, round_record_problem
 from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
 from coordinator_tools.audit.protocols.muffliato.transcript import (
     Transcript,
@@ -31,15 +31,11 @@ from coordinator_tools.audit.protocols.muffliato.transcript import (
 from coordinator_tools.audit.records import Finding, NodeLog, single_draw_problem
 from coordinator_tools.audit.report import json_number, observer_means
 from node.errors import ConfigError
-from node.message import GOSSIP, MessageId, kind_of
 from node.protocols.muffliato import NOISE_PURPOSE, PROTOCOL_NAME
 from node.topology import Topology
 
 if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
-
-ROUND_RECORDS = ("sent", "received", "rejected", "drop_out")
-
 
 class MuffliatoAuditor(ProtocolAuditor):
     """Synchronous Muffliato: round values, drop-outs, a Transcript of used sets."""
@@ -50,17 +46,7 @@ class MuffliatoAuditor(ProtocolAuditor):
     public_records = frozenset({"sent", "received", "drop_out", "rejected", "final_output"})
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
-        if kind not in ROUND_RECORDS:
-            return None
-        if kind != "drop_out":
-            message_kind = kind_of(entry)
-            if message_kind != GOSSIP:
-                return f"message kind {message_kind!r} is not part of {self.name}"
-            extra = MessageId.of(entry).outside("round")
-            if extra:
-                return f"it sets {', '.join(extra)}, which a round's value does not use"
-        rounds = topology.protocol.rounds
-        return f"round {entry.round} is past the last round {rounds - 1}" if entry.round >= rounds else None
+        return round_record_problem(self.name, topology.protocol.rounds, kind, entry)
 
     def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         return single_draw_problem(draws, NOISE_PURPOSE)
@@ -115,3 +101,6 @@ def _planned_vs_run(transcript: Transcript, losses: PairwiseLosses, accounting: 
             "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)],
         },
     }
+
+
+AUDITOR = MuffliatoAuditor()  # registered by node.protocols.muffliato

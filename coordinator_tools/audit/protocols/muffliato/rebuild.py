@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from netdp.v1 import viewlog_pb2
 
@@ -21,7 +22,10 @@ from coordinator_tools.audit.protocols.muffliato.transcript import (
     planned_transcript,
 )
 from coordinator_tools.audit.records import Finding, NodeLog, Severity
+from node.message import GOSSIP, MessageId, kind_of
 from node.topology import Topology
+
+ROUND_RECORDS = ("sent", "received", "rejected", "drop_out")
 
 
 @dataclass
@@ -57,6 +61,20 @@ def round_log(log: NodeLog, findings: list[Finding]) -> RoundLog:
     return rounds
 
 
+def round_record_problem(name: str, rounds: int, kind: str, entry: Any) -> str | None:
+    """Why a round record cannot belong to a synchronous round protocol of `rounds` rounds, or None."""
+    if kind not in ROUND_RECORDS:
+        return None
+    if kind != "drop_out":
+        message_kind = kind_of(entry)
+        if message_kind != GOSSIP:
+            return f"message kind {message_kind!r} is not part of {name}"
+        extra = MessageId.of(entry).outside("round")
+        if extra:
+            return f"it sets {', '.join(extra)}, which a round's value does not use"
+    return f"round {entry.round} is past the last round {rounds - 1}" if entry.round >= rounds else None
+
+
 def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding], *,
                        rounds_per_step: int = 1) -> Transcript:
     """The realized transcript; rounds a node provably completed but did not log are inferred.
@@ -88,7 +106,7 @@ def rebuild_transcript(topology: Topology, logs: Mapping[int, NodeLog], findings
             if sent.delivered:
                 delivered[receiver].append((sender, t))
     received = tuple(_received_messages(node, views.get(node), delivered[node], findings) for node in range(topology.n))
-    return Transcript(topology=topology, rounds=rounds, accelerated=topology.protocol.accelerated, used=tuple(used),
+    return Transcript(topology=topology, rounds=rounds, accelerated=plan.accelerated, used=tuple(used),
                       received=received, inferred=inferred, rounds_per_step=rounds_per_step)
 
 

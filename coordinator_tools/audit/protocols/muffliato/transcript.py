@@ -90,7 +90,8 @@ def planned_transcript(topology: Topology, *, rounds: int | None = None, acceler
                        rounds_per_step: int = 1) -> Transcript:
     """The transcript of a run in which every node completes every round and nobody drops."""
     rounds = topology.protocol.rounds if rounds is None else rounds
-    accelerated = topology.protocol.accelerated if accelerated is None else accelerated
+    if accelerated is None:  # a protocol without the option gossips plain
+        accelerated = getattr(topology.protocol, "accelerated", False)
 
     def neighbours(v: int, t: int) -> tuple[int, ...]:
         return topology.neighbours_at(v, t // rounds_per_step)

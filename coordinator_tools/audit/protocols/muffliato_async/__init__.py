@@ -78,3 +78,6 @@ class MuffliatoAsyncAuditor(ProtocolAuditor):
             raise ConfigError(f"--rounds, --plain and --accelerated plan synchronous gossip; this topology runs "
                               f"{self.name}")
         return plan_ex_ante(topology, options)
+
+
+AUDITOR = MuffliatoAsyncAuditor()  # registered by node.protocols.muffliato_async

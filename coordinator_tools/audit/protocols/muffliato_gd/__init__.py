@@ -139,3 +139,6 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
         if options.target is not None:
             headline += f"; sigma calibrated to {CALIBRATED_COLUMN}"
         return Plan(run=transcript, losses=losses, details=details, headline=headline)
+
+
+AUDITOR = MuffliatoGDAuditor()  # registered by node.protocols.muffliato_gd

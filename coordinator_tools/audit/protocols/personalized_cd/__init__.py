@@ -171,3 +171,6 @@ def budget_check(replay: Replay) -> Check:
     read = len(run.spends) - len(run.inferred)
     return Check(BUDGET_CHECK, True, f"{read} agents' logged spends (and {len(run.inferred)} inferred) compose within "
                                      f"their budgets by Thm 1; the fullest uses {largest:.4g} of its budget")
+
+
+AUDITOR = PersonalizedCDAuditor()  # registered by node.protocols.personalized_cd

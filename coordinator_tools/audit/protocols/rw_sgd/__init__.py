@@ -118,3 +118,6 @@ def _spread(single: np.ndarray) -> dict[str, float | None]:
     if np.isnan(single).all():
         return {"single_contribution_mean": None, "single_contribution_max": None}
     return {"single_contribution_mean": float(np.nanmean(single)), "single_contribution_max": float(np.nanmax(single))}
+
+
+AUDITOR = RwSgdAuditor()  # registered by node.protocols.rw_sgd

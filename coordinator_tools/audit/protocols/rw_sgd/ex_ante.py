@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from coordinator_tools.audit.protocols.rw_sgd import theory
+from coordinator_tools.audit.protocols.token_sum.walks import simulate_walks
 
 CONFIDENCE = 0.95  # two-sided, per pair
 TARGET_RELATIVE_HALF_WIDTH = 0.02
@@ -99,7 +100,7 @@ def simulate(W: np.ndarray, steps: int, start: int, cap: int | None, *, alpha: f
     mixture = LogMeanExp(alpha)
     off_diagonal = ~np.eye(n, dtype=bool)
     while mixture.count < most:
-        paths = theory.simulate_walks(W, steps, start, min(batch, most - mixture.count), rng)
+        paths = simulate_walks(W, steps, start, min(batch, most - mixture.count), rng)
         mixture.add(scale * theory.path_geometry(paths, theory.contributions(paths, cap, n), n))
         if walks is None and mixture.count >= MIN_WALKS and _narrow(mixture, off_diagonal):
             break

@@ -14,7 +14,7 @@ array indexed [source u, observer v], diagonal NaN.
 * `realized_path_rdp` (amplification by iteration, a bound for non-expansive steps) and
   `segment_exact_rdp` (the linearized matrix-factorization model, no bound on a run): the loss
   conditioned on one realized path; `path_geometry` computes either for a batch
-  of walks at once (`simulate_walks`), which `ex_ante` averages over.
+  of walks at once (`token_sum.walks.simulate_walks`), which `ex_ante` averages over.
 * Definition 8's communicability with c_i = α/(σ_m² i) is L scaled, so no separate function;
   `estrada_communicability` (c_i = 1/i!) is for the Fig. 3 heatmap beside the loss matrix.
 """
@@ -127,30 +127,6 @@ def first_hit_sum(W: np.ndarray, steps: int, alpha: float, noise_multiplier: flo
         power = power @ W
         total += power / t
     return _nan_diagonal(alpha / noise_multiplier ** 2 * total)
-
-
-def simulate_walks(W: np.ndarray, steps: int, start: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` paths of the Markov chain W, shape (count, steps): paths[:, 0] = start, paths[:, t+1] ~ W[paths[:, t]].
-
-    The walks advance together, one uniform draw per walk and step, so one walk takes the draws of
-    `rng.random(steps − 1)`, in order.
-    """
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    cumulative = np.cumsum(np.asarray(W, dtype=float), axis=1)
-    last = len(cumulative) - 1
-    paths = np.empty((count, steps), dtype=np.int64)
-    paths[:, 0] = start
-    draws = rng.random((steps - 1, count))
-    for t in range(1, steps):
-        rows = cumulative[paths[:, t - 1]]
-        paths[:, t] = np.minimum((rows <= draws[t - 1, :, None] * rows[:, -1:]).sum(axis=1), last)
-    return paths
-
-
-def simulate_walk(W: np.ndarray, steps: int, start: int, rng: np.random.Generator) -> np.ndarray:
-    """A path of the Markov chain W: path[0] = start, path[t+1] ~ W[path[t]]."""
-    return simulate_walks(W, steps, start, 1, rng)[0]
 
 
 def contributions(paths: ArrayLike, cap: int | None, n: int) -> np.ndarray:

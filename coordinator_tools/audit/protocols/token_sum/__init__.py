@@ -151,3 +151,9 @@ def chain_check(replay: Replay) -> Check:
     run: TokenRun = replay.realized
     hops = ", ".join(f"{history.token_id} hops 0..{len(history.hops) - 1}" for history in run.histories)
     return Check(CHAIN_CHECK, True, f"{hops}: each held once, handed over by its previous holder")
+
+
+# Registered by node.protocols.ring_sum, .walk_sum and .ring_histogram.
+RING_SUM = RingSumAuditor()
+WALK_SUM = WalkSumAuditor()
+RING_HISTOGRAM = RingHistogramAuditor()

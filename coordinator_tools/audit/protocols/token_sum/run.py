@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator_tools.audit.protocols.base import OnTopology
-from coordinator_tools.audit.protocols.rw_sgd.theory import simulate_walk
 from coordinator_tools.audit.protocols.token_sum.history import TokenHistory
+from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk
 from node.protocols import ring_histogram, ring_sum, rw_sgd, walk_sum
 from node.topology import Topology
 
