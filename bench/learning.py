@@ -24,7 +24,7 @@ from bench.gossip import GRAPH, gossip_topology
 from bench.isolate import Measured
 from bench.loopback import loopback_topology, new_root, whole_run
 from bench.viewlogs import round_latencies_ms
-from coordinator_tools.audit.command import DEFAULT_DELTA
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA
 from coordinator_tools.audit.protocols.muffliato.transcript import (
     Transcript,
     planned_transcript,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.checks import replay_checks
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import read_pairs

@@ -15,7 +15,7 @@ from coordinator_tools.audit.collusion import (
     coalition_threat_model,
     require_joint_views,
 )
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.losses import ThreatModel

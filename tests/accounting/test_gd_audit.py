@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.checks import Check
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.personalized_cd import budget_check as personalized_budget_check
 from coordinator_tools.audit.protocols.personalized_cd.accountant import laplace_rdp, pld_epsilon

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon, gaussian_rdp, mixture_rdp, squared_mu
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
