@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model, simulate_cd
 from coordinator_tools.audit.protocols.personalized_cd.utility import agent_problems
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import DEMO_PROTOCOLS, loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, run_cluster
 from coordinator_tools.datasets import node_data_file

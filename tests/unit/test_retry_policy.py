@@ -10,8 +10,8 @@ import itertools
 import random
 
 import pytest
-from netdp.v1 import peer_pb2
 
+from netdp.v1 import peer_pb2
 from node import delivery
 from node.delivery import BEHIND_RETRY, TRANSPORT_RETRY, CustodyDelivery, RetryPolicy, send_with_retries
 from node.journal import Delivery
