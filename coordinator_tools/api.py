@@ -219,7 +219,7 @@ def plan(topology: TopologySource, out: Path | str, *, sigma: float | None = Non
                           threat_model=ThreatModel(observer_knows_own_noise=not own_noise_unknown), target=target,
                           rounds=rounds, accelerated=False if plain else accelerated, schedules=schedules, seed=seed)
     out = Path(out)
-    topology = topology if isinstance(topology, Topology) else load_topology(topology)
+    topology = topology if isinstance(topology, Topology) else load_topology(Path(topology))
     planned = plan_topology(topology, out, options, colluders=colluders, csv=csv)
     return Audit(out, planned.document, planned.summary() + "\n")
 

@@ -85,6 +85,8 @@ class RetryPolicy:
 TRANSPORT_RETRY = RetryPolicy()
 # A peer that is behind, asked again less and less often without using up tries until it catches up.
 BEHIND_RETRY = RetryPolicy(max_delay_s=2.0, jitter="decorrelated", retryable=frozenset({BEHIND}))
+# One try and no retry, whatever the failure.
+ONE_TRY = RetryPolicy(max_attempts=1)
 
 
 async def send_with_retries(link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
@@ -109,7 +111,7 @@ async def send_with_retries(link: PeerLink, envelope: peer_pb2.Envelope, data: b
             if exc.code == "ALREADY_EXISTS" and held(attempts):
                 return Delivery(True, attempts)
             failure = exc
-            if behind is not None and behind.retries(exc, 0):
+            if behind is not None and exc.code in behind.retryable:
                 pause = next(behind_pauses)
             else:
                 failures += 1
@@ -167,10 +169,6 @@ class CustodyDelivery:
         return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
                                        policy=replace(self.retry, max_attempts=self.attempts),
                                        held=lambda attempt: True)
-
-
-# One try: the policy's pauses are never used.
-ONE_TRY = RetryPolicy(max_attempts=1)
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,9 @@ def test_a_plan_is_the_same_document_and_text_as_the_commands(tmp_path: Path, ca
                        colluders=[0, 1])
     api.save_topology(topo, tmp_path / "topology.json")
     (tmp_path / "cli").mkdir()
-    args = build_parser().parse_args(["plan", str(tmp_path / "topology.json"), "--out", str(tmp_path / "cli" / "plan.json"),
-                                      "--plain", "--rounds", "3", "--target-mean-eps", "2", "--colluders", "0,1"])
+    args = build_parser().parse_args(["plan", str(tmp_path / "topology.json"), "--out",
+                                      str(tmp_path / "cli" / "plan.json"), "--plain", "--rounds", "3",
+                                      "--target-mean-eps", "2", "--colluders", "0,1"])
     assert args.handler(args) == (0 if planned.ok else 1)
     assert capsys.readouterr().out == planned.text.replace(str(tmp_path / "api"), str(tmp_path / "cli"))
     written = json.loads((tmp_path / "cli" / "plan.json").read_text(encoding="utf-8"))
