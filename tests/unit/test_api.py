@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,14 @@ def test_the_api_calls_library_functions_never_the_command_line() -> None:
     assert not imported & {"argparse", "io", "coordinator_tools.cli"}
     assert not {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & {
         "redirect_stdout", "parse_args"}
+
+
+@pytest.mark.parametrize("module", ["coordinator_tools.api", "coordinator_tools.audit.run_audit",
+                                    "coordinator_tools.audit.command", "coordinator_tools.audit.plan_command",
+                                    "coordinator_tools.sweep.command", "coordinator_tools.sweep.point"])
+def test_every_library_module_imports_first(module: str) -> None:
+    """No import cycle between the API and the libraries it calls, whichever module a program imports first."""
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=120)
 
 
 def test_a_plan_is_the_same_document_and_text_as_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
