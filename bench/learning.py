@@ -24,12 +24,12 @@ from bench.gossip import GRAPH, gossip_topology
 from bench.isolate import Measured
 from bench.loopback import loopback_topology, new_root, whole_run
 from bench.viewlogs import round_latencies_ms
-from coordinator_tools.audit.command import DEFAULT_DELTA
 from coordinator_tools.audit.protocols.muffliato.transcript import (
     Transcript,
     planned_transcript,
 )
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import account
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA
 from coordinator_tools.learning_data import SourceOptions, split_dataset, write_split
 from coordinator_tools.topology.build import build_topology
 from node.protocols.muffliato_gd import MuffliatoGDParams

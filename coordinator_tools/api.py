@@ -1,8 +1,9 @@
 """The Python API, for notebooks: topology, data, run, audit and plan in a few calls, results as DataFrames.
 
-Each function calls the code behind the matching `netdp` command (`topology generate`, `data generate`,
-`run [--virtual]`, `audit`, `plan`) and writes the same files, so a notebook and the command line can
-be mixed on one run; what this module adds is reading those files back as pandas DataFrames.
+Each function calls the library function behind the matching `netdp` command (`topology generate`,
+`data generate`, `run [--virtual]`, `audit`, `plan`, `sweep`), never the command line itself, and
+writes the same files, so a notebook and the command line can be mixed on one run; what this module
+adds is reading those files back as pandas DataFrames.
 
     topo = api.topology("hypercube", 16, sigma=1.0)
     data = api.write_data(api.synthetic_data(topo, seed=0), "data")
@@ -13,11 +14,9 @@ be mixed on one run; what this module adds is reading those files back as pandas
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import math
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,10 +25,13 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.conversion import Conversion
+from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import read_pairs
+from coordinator_tools.audit.plan import PlanOptions, Target
+from coordinator_tools.audit.plan_command import plan_topology
 from coordinator_tools.audit.report import REPORT_FILE
-from coordinator_tools.cli import build_parser
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit_run
 from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual
@@ -193,33 +195,53 @@ def audit(run_or_rundir: Run | Path | str, out: Path | str | None = None, *, dat
     return Audit(out / REPORT_FILE, audit_run(rundir, out, audit_options))
 
 
-def plan(topology: TopologySource, out: Path | str, **options: object) -> Audit:
+def plan(topology: TopologySource, out: Path | str, *, sigma: float | None = None, sensitivity: float | None = None,
+         alpha: float | None = None, delta: float = DEFAULT_DELTA, conversion: Conversion = "tight",
+         own_noise_unknown: bool = False, target_mean_eps: float | None = None,
+         target_worst_eps: float | None = None, rounds: int | None = None, accelerated: bool | None = None,
+         plain: bool = False, schedules: int | None = None, seed: int | None = None,
+         colluders: Sequence[int] = (), csv: bool = False) -> Audit:
     """Account the run the topology describes before it happens, as `netdp plan TOPO --out OUT` does.
 
-    Keyword arguments are `netdp plan`'s options, underscores for dashes: sigma=0.5, rounds=4,
-    plain=True, target_mean_eps=1.0, schedules=50, colluders=[0, 1], ... The report is written to
-    `out` (e.g. plan.json) with its pairs file beside it.
+    The keywords are `netdp plan`'s options, underscores for dashes: sigma=0.5, rounds=4,
+    plain=True (or accelerated=False), target_mean_eps=1.0, schedules=50, colluders=[0, 1], ...;
+    left out, they take the topology's values. The report is written to `out` (e.g. plan.json)
+    with its pairs file beside it; `text` is what the command prints.
     """
+    if target_mean_eps is not None and target_worst_eps is not None:
+        raise ConfigError("give target_mean_eps or target_worst_eps, not both")
+    if plain and accelerated:
+        raise ConfigError("give plain or accelerated, not both")
+    target = (Target(target_mean_eps, "mean") if target_mean_eps is not None
+              else Target(target_worst_eps, "worst") if target_worst_eps is not None else None)
+    options = PlanOptions(sigma=sigma, sensitivity=sensitivity, alpha=alpha, delta=delta, conversion=conversion,
+                          threat_model=ThreatModel(observer_knows_own_noise=not own_noise_unknown), target=target,
+                          rounds=rounds, accelerated=False if plain else accelerated, schedules=schedules, seed=seed)
     out = Path(out)
-    with _topology_file(topology) as path:
-        text = _command(["plan", str(path), "--out", str(out), *_flags(options)])
-    return Audit(out, json.loads(out.read_text(encoding="utf-8")), text)
+    topology = topology if isinstance(topology, Topology) else load_topology(Path(topology))
+    planned = plan_topology(topology, out, options, colluders=colluders, csv=csv)
+    return Audit(out, planned.document, planned.summary() + "\n")
 
 
-def sweep(out: Path | str, **grid: object) -> pd.DataFrame:
+def sweep(out: Path | str, *, grid: Path | str | None = None, **axes: object) -> pd.DataFrame:
     """Run a grid of audited runs into `out` (or resume it there), as `netdp sweep --out OUT` does: its sweep.csv.
 
-    Keyword arguments are `netdp sweep`'s options, underscores for dashes, a list for each axis:
-    protocol=["muffliato"], graph=["hypercube", "ring"], n=[16], sigma=[0.5, 1, 2] (or target_eps=[...]),
-    rounds=[4], networked=True, ... A point that failed is not in the table (sweep.json says why);
-    calling again with the same grid reruns only the points without a row.
+    The keywords are `netdp sweep`'s grid options, underscores for dashes, a list (or one value)
+    for each axis: protocol=["muffliato"], graph=["hypercube", "ring"], n=[16], sigma=[0.5, 1, 2]
+    (or target_eps=[...]), rounds=[4], networked=True, ...; or grid=FILE, a JSON grid file. A point
+    that failed is not in the table (sweep.json says why); calling again with the same grid reruns
+    only the points without a row.
     """
-    _command(["sweep", "--out", str(out), *_flags(grid)])
-    return pd.read_csv(Path(out) / SWEEP_CSV)
+    # Imported here while sweep/point.py runs its points through this module (an import cycle otherwise).
+    from coordinator_tools.sweep.command import run_sweep, sweep_grid
+
+    out = Path(out)
+    run_sweep(sweep_grid(axes, None if grid is None else Path(grid), source="api.sweep"), out)
+    return pd.read_csv(out / SWEEP_CSV)
 
 
 @contextlib.contextmanager
-def _topology_file(topology: TopologySource):
+def _topology_file(topology: TopologySource) -> Iterator[Path]:
     """A path to the topology: the file given, or a temporary copy of a Topology (commands read files)."""
     if not isinstance(topology, Topology):
         yield Path(topology)
@@ -228,32 +250,6 @@ def _topology_file(topology: TopologySource):
         path = Path(folder) / TOPOLOGY_FILE
         save_topology(topology, path)
         yield path
-
-
-def _command(argv: Sequence[str]) -> str:
-    """Run one `netdp` sub-command's handler in this process and return what it printed; errors propagate."""
-    args = build_parser().parse_args(list(argv))
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        args.handler(args)
-    return printed.getvalue()
-
-
-def _flags(options: Mapping[str, object]) -> list[str]:
-    """Keyword arguments as command-line options: True is a bare flag, a sequence is comma-joined, None and False
-    are left out (the option's default)."""
-    flags: list[str] = []
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            flags.append(flag)
-        elif isinstance(value, Sequence) and not isinstance(value, str):
-            flags += [flag, ",".join(map(str, value))]
-        else:
-            flags += [flag, str(value)]
-    return flags
 
 
 def _number(value: object) -> object:

@@ -2,27 +2,124 @@
 
 A policy decides how often and how long to try one message and what each failure means
 (`BarrierDelivery` for a round's value, `CustodyDelivery` for a message that must arrive
-exactly once, `LatestValueDelivery` for a value that the next one supersedes); the
-`Outbox` builds envelopes, applies a policy per peer and logs what became of each message.
+exactly once, `LatestValueDelivery` for a value that the next one supersedes); all three
+try through one loop, `send_with_retries`, paced by `RetryPolicy` (exponential backoff with
+jitter and a give-up rule). The `Outbox` builds envelopes, applies a policy per peer and
+logs what became of each message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
 
 from netdp.v1 import peer_pb2
 from node.codec import PayloadError, unpack
 from node.journal import Delivery, Journal
 from node.message import Message, MessageId, kind_of, to_wire
-from node.transport.base import LinkError, PeerLink
+from node.transport.base import RETRYABLE_CODES, LinkError, PeerLink
 
-RETRY_BACKOFF_S = 0.05
 PING = "ping"  # a call every node answers: is the peer there at all?
+BEHIND = "OUT_OF_RANGE"  # a peer that refuses a round too far ahead of its own
 FateCallback = Callable[[int, Delivery], Awaitable[None]]
+Jitter = Literal["none", "full", "decorrelated"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When to try a failed message again, and how long to wait first (after Flower's `RetryInvoker`).
+
+    Pauses grow from `base_delay_s` by `multiplier` up to `max_delay_s`. Jitter spreads them so
+    that the peers of a node that restarts do not all knock again at the same instant: "full"
+    draws each pause uniformly below its ceiling, "decorrelated" draws it between the base and
+    `multiplier` times the previous pause (capped), "none" waits the ceiling. The draws come from
+    `rng`, a plain `random.Random` that never touches a node's noise sampler (pauses are not
+    private and need no secure randomness). The give-up rule: an error whose code is not in
+    `retryable`, `max_attempts` failed tries (None: no limit), or `deadline_s` after the first
+    try (None: the caller's budget only) ends the message's delivery.
+    """
+
+    base_delay_s: float = 0.05
+    multiplier: float = 2.0
+    max_delay_s: float = 1.0
+    jitter: Jitter = "full"
+    max_attempts: int | None = None
+    deadline_s: float | None = None
+    retryable: frozenset[str] = RETRYABLE_CODES
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.base_delay_s <= self.max_delay_s or self.multiplier < 1:
+            raise ValueError("a retry policy needs 0 < base_delay_s <= max_delay_s and multiplier >= 1")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError("a retry policy's max_attempts is at least 1")
+
+    def delays(self) -> Iterator[float]:
+        """The pauses before the 2nd, 3rd, ... try of one message (endless: the give-up rule ends them)."""
+        ceiling = previous = self.base_delay_s
+        while True:
+            if self.jitter == "full":
+                pause = self.rng.uniform(0.0, ceiling)
+            elif self.jitter == "decorrelated":
+                pause = previous = min(self.max_delay_s, self.rng.uniform(self.base_delay_s,
+                                                                          previous * self.multiplier))
+            else:
+                pause = ceiling
+            yield pause
+            ceiling = min(self.max_delay_s, ceiling * self.multiplier)
+
+    def retries(self, error: LinkError, failures: int) -> bool:
+        """Whether a message that failed `failures` times, the last with `error`, is tried again."""
+        return error.code in self.retryable and (self.max_attempts is None or failures < self.max_attempts)
+
+    def budget_s(self, budget_s: float) -> float:
+        """The time the caller's budget leaves this policy's tries: the smaller of the two."""
+        return budget_s if self.deadline_s is None else min(budget_s, self.deadline_s)
+
+
+# Transport failures (a peer starting, restarting or briefly cut off): 50 ms doubling to 1 s, full jitter.
+TRANSPORT_RETRY = RetryPolicy()
+# A peer that is behind, asked again less and less often without using up tries until it catches up.
+BEHIND_RETRY = RetryPolicy(max_delay_s=2.0, jitter="decorrelated", retryable=frozenset({BEHIND}))
+# One try and no retry, whatever the failure.
+ONE_TRY = RetryPolicy(max_attempts=1)
+
+
+async def send_with_retries(link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
+                            wait_for_peer: bool, policy: RetryPolicy, held: Callable[[int], bool],
+                            behind: RetryPolicy | None = None) -> Delivery:
+    """Try one message under `policy` within the budget: the one retry loop of every delivery rule.
+
+    `held(attempt)` says whether ALREADY_EXISTS on that attempt means the peer holds the message.
+    With `behind`, a peer that is behind (OUT_OF_RANGE) is asked again on that policy's pauses,
+    without counting as a failure of `policy`.
+    """
+    deadline = time.monotonic() + policy.budget_s(budget_s)
+    pauses, behind_pauses = policy.delays(), (behind or policy).delays()
+    failure: LinkError | None = None
+    attempts = failures = 0
+    while (remaining := deadline - time.monotonic()) > 0:
+        attempts += 1
+        try:
+            await link.send(envelope, data, remaining, wait_for_peer=wait_for_peer)
+            return Delivery(True, attempts)
+        except LinkError as exc:
+            if exc.code == "ALREADY_EXISTS" and held(attempts):
+                return Delivery(True, attempts)
+            failure = exc
+            if behind is not None and exc.code in behind.retryable:
+                pause = next(behind_pauses)
+            else:
+                failures += 1
+                if not policy.retries(exc, failures):
+                    break
+                pause = next(pauses)
+            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+    return _failed(attempts, failure)
 
 
 class DeliveryPolicy(Protocol):
@@ -36,69 +133,42 @@ class DeliveryPolicy(Protocol):
 class BarrierDelivery:
     """A round's value for a neighbour's round barrier.
 
-    Up to `attempts` failed tries, backing off after each retryable one. A peer that is behind
-    (it refuses rounds too far ahead: OUT_OF_RANGE) is asked again, less and less often,
-    until the budget runs out, without using up tries: it takes the value once it catches
-    up, which is how two nodes that drifted apart get back in step. A peer that closed the
-    round without our value (FAILED_PRECONDITION) has moved on: it is not tried again.
+    Up to `attempts` failed tries, backing off (`retry`) after each retryable one. A peer that
+    is behind (it refuses rounds too far ahead: OUT_OF_RANGE) is asked again, less and less
+    often (`behind`), until the budget runs out, without using up tries: it takes the value once
+    it catches up, which is how two nodes that drifted apart get back in step. A peer that
+    closed the round without our value (FAILED_PRECONDITION) has moved on: it is not tried again.
     """
 
     attempts: int
+    retry: RetryPolicy = TRANSPORT_RETRY
+    behind: RetryPolicy = BEHIND_RETRY
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
                       wait_for_peer: bool) -> Delivery:
-        deadline = time.monotonic() + budget_s
-        failure: LinkError | None = None
-        attempts = failures = 0
-        behind_pause = RETRY_BACKOFF_S
-        while failures < self.attempts and (remaining := deadline - time.monotonic()) > 0:
-            attempts += 1
-            try:
-                await link.send(envelope, data, remaining, wait_for_peer=wait_for_peer)
-                return Delivery(True, attempts)
-            except LinkError as exc:
-                if exc.code == "ALREADY_EXISTS" and attempts > 1:
-                    return Delivery(True, attempts)  # a retry after a lost acknowledgement finds it there
-                failure = exc
-                if exc.code == "OUT_OF_RANGE":
-                    pause, behind_pause = behind_pause, 2 * behind_pause
-                else:
-                    failures += 1
-                    if not exc.retryable:
-                        break
-                    pause = RETRY_BACKOFF_S * failures
-                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        return _failed(attempts, failure)
+        # ALREADY_EXISTS on a retry: a retry after a lost acknowledgement finds the value there
+        return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
+                                       policy=replace(self.retry, max_attempts=self.attempts),
+                                       held=lambda attempt: attempt > 1, behind=self.behind)
 
 
 @dataclass(frozen=True)
 class CustodyDelivery:
     """A message that must arrive exactly once (an exchange's decision, a token).
 
-    Retried while the failure is retryable, within the budget; the receiver is idempotent by
-    MessageId, so ALREADY_EXISTS on any attempt means it holds the message.
+    Retried (`retry`) while the failure is retryable, up to `attempts` tries within the budget;
+    the receiver is idempotent by MessageId, so ALREADY_EXISTS on any attempt means it holds
+    the message.
     """
 
     attempts: int
+    retry: RetryPolicy = TRANSPORT_RETRY
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
                       wait_for_peer: bool) -> Delivery:
-        deadline = time.monotonic() + budget_s
-        failure: LinkError | None = None
-        attempts = 0
-        while attempts < self.attempts and (remaining := deadline - time.monotonic()) > 0:
-            attempts += 1
-            try:
-                await link.send(envelope, data, remaining, wait_for_peer=wait_for_peer)
-                return Delivery(True, attempts)
-            except LinkError as exc:
-                if exc.code == "ALREADY_EXISTS":
-                    return Delivery(True, attempts)
-                failure = exc
-                if not exc.retryable:
-                    break
-                await asyncio.sleep(min(RETRY_BACKOFF_S * attempts, max(0.0, deadline - time.monotonic())))
-        return _failed(attempts, failure)
+        return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
+                                       policy=replace(self.retry, max_attempts=self.attempts),
+                                       held=lambda attempt: True)
 
 
 @dataclass(frozen=True)
@@ -107,11 +177,8 @@ class LatestValueDelivery:
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
                       wait_for_peer: bool) -> Delivery:
-        try:
-            await link.send(envelope, data, budget_s, wait_for_peer=wait_for_peer)
-            return Delivery(True, 1)
-        except LinkError as exc:
-            return _failed(1, exc)
+        return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
+                                       policy=ONE_TRY, held=lambda attempt: False)
 
 
 def _failed(attempts: int, failure: LinkError | None) -> Delivery:

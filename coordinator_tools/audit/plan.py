@@ -54,6 +54,21 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """What one of a plan's numbers must be: PlanOptions and `netdp plan`'s arguments check the same bounds."""
+
+    valid: Callable[[float], bool]
+    meaning: str  # "a number > 0": what an error says was expected
+
+
+POSITIVE = Bound(lambda x: x > 0, "a number > 0")
+NON_NEGATIVE = Bound(lambda x: x >= 0, "a number >= 0")
+ORDER = Bound(lambda x: x > 1, "a Renyi order > 1")
+PROBABILITY = Bound(lambda x: 0 < x < 1, "a number in (0, 1)")
+COUNT = Bound(lambda x: x >= 1 and x == int(x), "a whole number >= 1")
+
+
+@dataclass(frozen=True)
 class PlanOptions:
     """What a planner is asked; None means the topology's published value (or the planner's default)."""
 
@@ -68,6 +83,14 @@ class PlanOptions:
     accelerated: bool | None = None  # synchronous gossip: Chebyshev or plain
     schedules: int | None = None  # randomized schedules: how many to simulate
     seed: int | None = None  # randomized schedules: seed of the simulation
+
+    def __post_init__(self) -> None:
+        bounds = {"sigma": NON_NEGATIVE, "sensitivity": POSITIVE, "alpha": ORDER, "delta": PROBABILITY,
+                  "rounds": COUNT, "schedules": COUNT}
+        for name, bound in bounds.items():
+            value = getattr(self, name)
+            if value is not None and not bound.valid(value):
+                raise ConfigError(f"plan option {name}: expected {bound.meaning}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,21 @@
 """`netdp plan`: account a run before starting it, and calibrate its noise for a target loss.
 
 The topology's protocol picks the planner (its auditor's `plan`): the planned schedule of
-synchronous gossip, or simulated schedules of randomized gossip.
+synchronous gossip, or simulated schedules of randomized gossip. `plan_topology` is the whole
+plan as a function (the Python API calls it); `register` adds the sub-command, which prints
+the plan's summary and exits 1 when a check fails.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from coordinator_tools.audit.checks import loss_checks, not_computed_pairs
+from coordinator_tools.audit.checks import Check, loss_checks, not_computed_pairs
 from coordinator_tools.audit.collusion import (
     PLAN_NOTE,
     Collusion,
@@ -22,12 +24,24 @@ from coordinator_tools.audit.collusion import (
     coalition_threat_model,
     require_joint_views,
 )
-from coordinator_tools.audit.command import DEFAULT_DELTA, NO_NOISE
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
-from coordinator_tools.audit.plan import Plan, PlanOptions, Target, summarize
+from coordinator_tools.audit.plan import (
+    COUNT,
+    NON_NEGATIVE,
+    ORDER,
+    POSITIVE,
+    PROBABILITY,
+    Bound,
+    Plan,
+    PlanOptions,
+    Target,
+    summarize,
+)
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.report import build_report, hop_distances, write_report
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA
+from coordinator_tools.audit.sentences import NO_NOISE
 from node.topology import Topology, load_topology
 
 
@@ -39,6 +53,62 @@ def calibrated_sigma(topology: Topology, target_mean_eps: float, delta: float) -
     plan = auditor_named(topology.protocol.name).plan(
         topology, PlanOptions(delta=delta, target=Target(target_mean_eps, "mean")))
     return float(plan.details["calibration"]["sigma"]["exact"])
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """A plan written to disk: the planner's result, the report document, its checks and files."""
+
+    plan: Plan
+    document: dict[str, object]  # the audit report's schema
+    checks: tuple[Check, ...]
+    written: tuple[Path, ...]
+    collusion: Collusion | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every check passed (what `netdp plan` exits 0 for)."""
+        return all(check.ok for check in self.checks)
+
+    def summary(self) -> str:
+        """What `netdp plan` prints: the headline, losses and calibration, the coalition, failed checks, the files."""
+        lines = [_summary(self.plan)]
+        if self.collusion is not None:
+            lines.append(self.collusion.sentence())
+        lines += [f"{'check failed' if not check.ok else '⚠ warning'}: {check.name}: {check.detail}"
+                  for check in self.checks if check.level != "pass"]
+        lines.append(f"wrote {', '.join(map(str, self.written))}")
+        return "\n".join(lines)
+
+
+def plan_topology(topology: Topology, out: Path, options: PlanOptions = PlanOptions(), *,
+                  colluders: Sequence[int] = (), csv: bool = False) -> PlanReport:
+    """Account the run `topology` describes before it happens and write the plan to `out` (e.g. plan.json).
+
+    The pairs file goes beside it (<out stem>-pairs.parquet, and its CSV with `csv` or for small
+    runs). `colluders` adds the report's collusion block: those observers as one coalition.
+    """
+    auditor = auditor_named(topology.protocol.name)
+    members: tuple[int, ...] = ()
+    if colluders:
+        require_joint_views(auditor)
+        members = coalition_members(colluders, topology.n)
+    result = auditor.plan(topology, options)
+    checks = loss_checks(result.losses)
+    extra: dict[str, object] = {"plan": result.details}
+    collusion = None
+    if members:
+        losses = result.losses
+        joint = auditor.plan(topology, replace(
+            options, threat_model=coalition_threat_model(options.threat_model, members), target=None,
+            sigma=losses.sigma, sensitivity=losses.sensitivity, alpha=losses.alpha)).losses
+        collusion = Collusion(members, joint, losses, hop_distances(topology), notes=(PLAN_NOTE,))
+        checks += collusion.checks()
+        extra["collusion"] = collusion.to_json()
+    report = build_report(result.losses, result.run, checks=checks, extra=extra, pairs_stem=f"{out.stem}-pairs",
+                          csv=csv)
+    written = write_report(report, out.parent, json_name=out.name)
+    return PlanReport(result, report.document, tuple(checks), tuple(written), collusion)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,7 +160,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    topology = load_topology(args.topology)
     options = PlanOptions(
         sigma=args.sigma,
         sensitivity=args.sensitivity,
@@ -104,34 +173,9 @@ def _run(args: argparse.Namespace) -> int:
         schedules=args.schedules,
         seed=args.seed,
     )
-    auditor = auditor_named(topology.protocol.name)
-    members = ()
-    if args.colluders:
-        require_joint_views(auditor)
-        members = coalition_members(args.colluders, topology.n)
-    result = auditor.plan(topology, options)
-    checks = loss_checks(result.losses)
-    extra: dict[str, object] = {"plan": result.details}
-    collusion = None
-    if members:
-        losses = result.losses
-        joint = auditor.plan(topology, replace(
-            options, threat_model=coalition_threat_model(options.threat_model, members), target=None,
-            sigma=losses.sigma, sensitivity=losses.sensitivity, alpha=losses.alpha)).losses
-        collusion = Collusion(members, joint, losses, hop_distances(topology), notes=(PLAN_NOTE,))
-        checks += collusion.checks()
-        extra["collusion"] = collusion.to_json()
-    report = build_report(result.losses, result.run, checks=checks, extra=extra,
-                          pairs_stem=f"{args.out.stem}-pairs", csv=args.csv)
-    written = write_report(report, args.out.parent, json_name=args.out.name)
-    print(_summary(result))
-    if collusion is not None:
-        print(collusion.sentence())
-    for check in checks:
-        if check.level != "pass":
-            print(f"{'check failed' if not check.ok else '⚠ warning'}: {check.name}: {check.detail}")
-    print(f"wrote {', '.join(map(str, written))}")
-    return 0 if all(check.ok for check in checks) else 1
+    plan = plan_topology(load_topology(args.topology), args.out, options, colluders=args.colluders, csv=args.csv)
+    print(plan.summary())
+    return 0 if plan.ok else 1
 
 
 def _target(args: argparse.Namespace) -> Target | None:
@@ -169,31 +213,30 @@ def _summary(result: Plan) -> str:
 
 
 def _positive(text: str) -> float:
-    return _number(text, lambda x: x > 0, "a number > 0")
+    return _number(text, POSITIVE)
 
 
 def _non_negative(text: str) -> float:
-    return _number(text, lambda x: x >= 0, "a number >= 0")
+    return _number(text, NON_NEGATIVE)
 
 
 def _order(text: str) -> float:
-    return _number(text, lambda x: x > 1, "a Renyi order > 1")
+    return _number(text, ORDER)
 
 
 def _probability(text: str) -> float:
-    return _number(text, lambda x: 0 < x < 1, "a number in (0, 1)")
+    return _number(text, PROBABILITY)
 
 
 def _positive_int(text: str) -> int:
-    value = _number(text, lambda x: x >= 1 and x == int(x), "a whole number >= 1")
-    return int(value)
+    return int(_number(text, COUNT))
 
 
-def _number(text: str, valid: Callable[[float], bool], meaning: str) -> float:
+def _number(text: str, bound: Bound) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {meaning}, got {text!r}") from None
-    if not valid(value):
-        raise argparse.ArgumentTypeError(f"expected {meaning}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}") from None
+    if not bound.valid(value):
+        raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}")
     return value

@@ -12,6 +12,7 @@ from coordinator_tools.audit.report import format_number
 
 # Top-level keys only a learning protocol's report has (Muffliato-GD, rw-sgd, personalized CD).
 LEARNING_KEYS = ("learning", "rw_sgd", "personalized")
+NO_NOISE = "σ = 0: no privacy"
 NO_LEARNING_DATA = "not computed: pass --data (the run's data folder) to measure the test metric"
 
 

@@ -30,32 +30,42 @@ import networkx as nx
 import numpy as np
 from rich.table import Table
 
-from coordinator_tools.audit.command import DEFAULT_DELTA, AuditOptions
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import summarize
 from coordinator_tools.audit.plan_command import calibrated_sigma
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions
 from coordinator_tools.cluster.command import CONSOLE
 from coordinator_tools.cluster.launch import ClusterResult
+from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.datasets import (
     SEED_BITS,
     node_data_file,
     synthetic_values,
     write_node_files,
 )
-from coordinator_tools.learning_data import bundled, load_test_set, write_minibatch_split
-from coordinator_tools.personalized_task import TRAIN_SIZES, PersonalizedTask, generate_task, task_topology, write_task
-from coordinator_tools.cluster.ports import free_loopback_ports
+from coordinator_tools.learning_data import (
+    bundled,
+    load_test_set,
+    write_minibatch_split,
+)
+from coordinator_tools.personalized_task import (
+    TRAIN_SIZES,
+    PersonalizedTask,
+    generate_task,
+    task_topology,
+    write_task,
+)
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.generators import generate
 from node.data import load_vector
 from node.errors import ConfigError
 from node.learning import derived_sensitivity
+from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.protocols.personalized_cd import PersonalizedCDParams
-from node.protocols.rw_sgd import RwSgdParams
-from node.protocols.muffliato import MuffliatoParams
 from node.protocols.registry import load_attribute, plugins
+from node.protocols.rw_sgd import RwSgdParams
 from node.topology import NetworkParams, ProtocolParams, Topology, replace_fields
 
 

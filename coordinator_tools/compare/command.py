@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, launch_with_progress, report_failures
 from coordinator_tools.cluster.launch import LaunchOptions

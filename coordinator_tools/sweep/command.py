@@ -2,14 +2,17 @@
 
 The grid is checked whole (every point's graph, parameters and data) before anything runs. The
 command resumes: on the same --out folder and grid it skips the finished points and runs the
-others (see `state`).
+others (see `state`). `sweep_grid` and `run_sweep` are the sweep as functions (the Python API
+calls them); `register` adds the sub-command.
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.progress import (
     BarColumn,
@@ -46,19 +49,37 @@ LIST_OPTIONS = ("protocol", "graph", "n", "sigma", "target_eps", "rounds", "step
 VALUE_OPTIONS = ("delta", "dimension", "dataset", "seed", "networked", "insecure")
 
 
-def grid_of(args: argparse.Namespace) -> SweepGrid:
-    """The grid from --grid FILE, or from the grid options (comma lists), the ones left out at their defaults."""
-    given = {name: getattr(args, name) for name in LIST_OPTIONS + VALUE_OPTIONS if getattr(args, name) is not None}
-    if args.grid is not None:
+class SweepResult(NamedTuple):
+    """What one call of `run_sweep` did: points run now, points found finished, failures by point id."""
+
+    ran: int
+    reused: int
+    failures: dict[str, str]
+
+
+def sweep_grid(fields: Mapping[str, object], grid_file: Path | None = None, *,
+               source: str = "netdp sweep") -> SweepGrid:
+    """The grid from a grid file, or from its fields (None: left out, at its default); not both.
+
+    A ConfigError names the first problem and `source`, where the fields came from.
+    """
+    given = {name: value for name, value in fields.items() if value is not None}
+    if grid_file is not None:
         if given:
             raise ConfigError(f"give --grid or the grid options, not both (--{next(iter(given)).replace('_', '-')})")
-        return load_grid(args.grid)
-    fields = {name: value.split(",") if name in LIST_OPTIONS else value for name, value in given.items()}
-    return grid_from(fields, "netdp sweep")
+        return load_grid(grid_file)
+    return grid_from(given, source)
 
 
-def run_sweep(grid: SweepGrid, out: Path) -> tuple[int, int, dict[str, str]]:
-    """Run the grid's unfinished points into `out`; return (points run, points already finished, failures)."""
+def grid_of(args: argparse.Namespace) -> SweepGrid:
+    """The grid from --grid FILE, or from the grid options (comma lists), the ones left out at their defaults."""
+    fields = {name: getattr(args, name) for name in LIST_OPTIONS + VALUE_OPTIONS}
+    return sweep_grid({name: value.split(",") if name in LIST_OPTIONS and value is not None else value
+                       for name, value in fields.items()}, args.grid)
+
+
+def run_sweep(grid: SweepGrid, out: Path) -> SweepResult:
+    """Run the grid's unfinished points into `out` (a new folder, or one to resume) and write its CSV and figures."""
     points = expand(grid)
     check_folder(out, grid)
     with tempfile.TemporaryDirectory(prefix="netdp-sweep-") as scratch:
@@ -88,7 +109,7 @@ def run_sweep(grid: SweepGrid, out: Path) -> tuple[int, int, dict[str, str]]:
     rows = [row for point in points if (row := read_row(out, point.id)) is not None]
     write_csv(out, rows, COLUMNS)
     figures.utility_figures(rows, out)
-    return len(unfinished), len(points) - len(unfinished), failures
+    return SweepResult(len(unfinished), len(points) - len(unfinished), failures)
 
 
 def _sweep_command(args: argparse.Namespace) -> int:

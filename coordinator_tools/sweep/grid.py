@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from coordinator_tools.audit.command import DEFAULT_DELTA
+from coordinator_tools.audit.run_audit import DEFAULT_DELTA
 from coordinator_tools.datasets import SEED_BITS
 from coordinator_tools.topology.generators import GENERATORS, generate
 from node.errors import ConfigError

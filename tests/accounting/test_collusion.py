@@ -15,7 +15,6 @@ from coordinator_tools.audit.collusion import (
     coalition_threat_model,
     require_joint_views,
 )
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.losses import ThreatModel
@@ -23,6 +22,7 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.report import hop_distances
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.topology import generators
 from node.errors import ConfigError
 from tests.accounting.plan_cli import run_plan

@@ -18,7 +18,6 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
@@ -27,6 +26,7 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import unroll
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.learning import LocalData

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.checks import Check
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.personalized_cd import budget_check as personalized_budget_check
 from coordinator_tools.audit.protocols.personalized_cd.accountant import laplace_rdp, pld_epsilon
 from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.personalized_task import generate_task, task_topology, write_task
 from netdp.v1 import viewlog_pb2
 from node.budget import theorem1_epsilon

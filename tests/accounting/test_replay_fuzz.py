@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.replay import Finding, Replay, replay_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from node.errors import NetdpError
 from node.viewlog import VIEW_LOG_NAME
 from tests.accounting.simulated_run import SimulatedRun, ring_topology, simulate_run

@@ -17,7 +17,8 @@ import pytest
 
 from coordinator_tools.audit import command
 from coordinator_tools.audit.protocols import muffliato
-from coordinator_tools.audit.command import AuditOptions, audit_run, parse_attack_pairs
+from coordinator_tools.audit.command import parse_attack_pairs
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.replay import replay_run

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.protocols.rw_sgd import theory
 from coordinator_tools.audit.protocols.rw_sgd.sensitivity import step_geometry
 from coordinator_tools.audit.protocols.token_sum.run import simulated_walk
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.learning import LocalData

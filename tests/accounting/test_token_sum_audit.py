@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon, gaussian_rdp, mixture_rdp, squared_mu
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
@@ -27,6 +26,7 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.token_sum.model import linear_model
 from coordinator_tools.audit.protocols.token_sum.paper import ring_theorem, walk_theorem
 from coordinator_tools.audit.protocols.token_sum.run import planned_ring
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2

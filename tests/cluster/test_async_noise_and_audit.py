@@ -13,8 +13,8 @@ from graphlib import TopologicalSorter
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import (
     ClusterResult,
     LaunchOptions,

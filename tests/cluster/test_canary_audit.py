@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.cluster.virtual import run_virtual

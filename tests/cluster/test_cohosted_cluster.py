@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.launch import RUN_SUMMARY_FILE, STDERR_FILE, LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import node_log_dir
 from node.codec import from_tensor
 from node.learning import metric

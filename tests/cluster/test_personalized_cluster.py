@@ -23,13 +23,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
-from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model, simulate_cd
+from coordinator_tools.audit.protocols.personalized_cd.simulate import (
+    accuracies,
+    local_model,
+    simulate_cd,
+)
 from coordinator_tools.audit.protocols.personalized_cd.utility import agent_problems
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import PERSONALIZED_CD, loopback_addresses
-from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, run_cluster
+from coordinator_tools.cluster.launch import (
+    LaunchOptions,
+    node_command,
+    node_log_dir,
+    run_cluster,
+)
 from coordinator_tools.datasets import node_data_file
-from coordinator_tools.personalized_task import AgentTasks, generate_task, load_test_sets, task_topology, write_task
+from coordinator_tools.personalized_task import (
+    AgentTasks,
+    generate_task,
+    load_test_sets,
+    task_topology,
+    write_task,
+)
 from node.budget import within
 from node.codec import from_tensor
 from node.personalized import objective

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, run_cluster
 from coordinator_tools.datasets import node_data_file

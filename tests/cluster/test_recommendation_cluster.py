@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster

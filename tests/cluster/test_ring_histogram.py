@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.datasets import synthetic_categories, write_node_files
 from node.codec import from_tensor

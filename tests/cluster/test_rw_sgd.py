@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.rw_sgd import theory
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cli import main
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from coordinator_tools import api
+from coordinator_tools.cli import build_parser
 from node.errors import ConfigError
 
 
@@ -56,3 +61,52 @@ def test_an_audit_run_with_a_broken_node_fails_its_audit_naming_the_node(tmp_pat
     (failed,) = [check for check in audit.report["checks"] if not check["ok"]]
     assert failed["name"].startswith("noise in the run's messages") and "node 2" in failed["detail"]
     assert audit.pairs["empirical_eps_lower"].notna().all()
+
+
+def test_the_api_calls_library_functions_never_the_command_line() -> None:
+    """api.py builds no argparse flags and captures no stdout: the commands are thin layers over the same functions."""
+    tree = ast.parse(Path(api.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"argparse", "io", "coordinator_tools.cli"}
+    assert not {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & {
+        "redirect_stdout", "parse_args"}
+
+
+@pytest.mark.parametrize("module", ["coordinator_tools.api", "coordinator_tools.audit.run_audit",
+                                    "coordinator_tools.audit.command", "coordinator_tools.audit.plan_command",
+                                    "coordinator_tools.sweep.command", "coordinator_tools.sweep.point"])
+def test_every_library_module_imports_first(module: str) -> None:
+    """No import cycle between the API and the libraries it calls, whichever module a program imports first."""
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=120)
+
+
+def test_a_plan_is_the_same_document_and_text_as_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    topo = api.topology("hypercube", 8, sigma=1.0)
+    planned = api.plan(topo, tmp_path / "api" / "plan.json", plain=True, rounds=3, target_mean_eps=2.0,
+                       colluders=[0, 1])
+    api.save_topology(topo, tmp_path / "topology.json")
+    (tmp_path / "cli").mkdir()
+    args = build_parser().parse_args(["plan", str(tmp_path / "topology.json"), "--out",
+                                      str(tmp_path / "cli" / "plan.json"), "--plain", "--rounds", "3",
+                                      "--target-mean-eps", "2", "--colluders", "0,1"])
+    assert args.handler(args) == (0 if planned.ok else 1)
+    assert capsys.readouterr().out == planned.text.replace(str(tmp_path / "api"), str(tmp_path / "cli"))
+    written = json.loads((tmp_path / "cli" / "plan.json").read_text(encoding="utf-8"))
+    assert planned.report == json.loads((tmp_path / "api" / "plan.json").read_text(encoding="utf-8")) == written
+
+
+@pytest.mark.parametrize("options", [{"sigma": -1.0}, {"alpha": 1.0}, {"rounds": 0}, {"delta": 2.0},
+                                     {"plain": True, "accelerated": True},
+                                     {"target_mean_eps": 1.0, "target_worst_eps": 1.0}])
+def test_a_plan_refuses_options_the_command_line_refuses(tmp_path: Path, options: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        api.plan(api.topology("ring", 4), tmp_path / "plan.json", **options)
+
+
+def test_a_sweep_grid_comes_from_keywords_or_a_file_not_both(tmp_path: Path) -> None:
+    (tmp_path / "grid.json").write_text(json.dumps({"protocol": "muffliato", "n": 6}))
+    with pytest.raises(ConfigError, match="not both"):
+        api.sweep(tmp_path / "sweep", grid=tmp_path / "grid.json", sigma=[1.0])
+    with pytest.raises(ConfigError, match="api.sweep"):
+        api.sweep(tmp_path / "sweep", protocol=["no-such-protocol"])

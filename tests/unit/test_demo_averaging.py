@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import audit_run
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import SIGMA_RTOL, summarize
+from coordinator_tools.audit.run_audit import audit_run
 from coordinator_tools.cli import build_parser
 from coordinator_tools.cluster.command import CONSOLE
 from coordinator_tools.cluster.demo import demo_topology, resolve_defaults

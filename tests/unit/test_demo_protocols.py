@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.command import AuditOptions, audit_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.cluster.demo_protocols import MUFFLIATO_GD
 from coordinator_tools.datasets import node_data_file

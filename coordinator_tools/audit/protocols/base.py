@@ -41,12 +41,18 @@ class RealizedRun(Protocol):
     def n(self) -> int: ...
 
     def run_section(self) -> dict[str, object]:
-        """The report's `run` object (with a "protocol" key)."""
+        """The report's `run` object: `run_header`'s keys, then the protocol's own."""
         ...
 
     def node_summary(self, node: int) -> dict[str, object]:
         """Protocol facts about one node for the replay's per-node summary."""
         ...
+
+
+def run_header(topology: Topology) -> dict[str, object]:
+    """The keys that open every report's `run` object: which run of which published topology was accounted."""
+    return {"protocol": topology.protocol.name, "run_id": topology.run_id, "topology_digest": topology.digest,
+            "graph": topology.graph, "n": topology.n}
 
 
 class OnTopology:

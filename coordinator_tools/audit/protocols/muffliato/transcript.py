@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coordinator_tools.audit.protocols.base import OnTopology
+from coordinator_tools.audit.protocols.base import OnTopology, run_header
 from node.mixing import chebyshev_omega
 from node.topology import Topology
 
@@ -54,16 +54,10 @@ class Transcript(OnTopology):
 
     def run_section(self) -> dict[str, object]:
         """The report's `run`: the schedule that was accounted."""
-        topology = self.topology
-        return {
-            "protocol": self.protocol,
-            "run_id": topology.run_id,
-            "topology_digest": topology.digest,
-            "graph": topology.graph,
-            "n": topology.n,
+        return run_header(self.topology) | {
             "rounds": self.rounds,
             "accelerated": self.accelerated,
-            "rounds_completed": [self.completed_rounds(v) for v in range(topology.n)],
+            "rounds_completed": [self.completed_rounds(v) for v in range(self.n)],
             "messages_used": sum(len(used) for node in self.used for used in node),
             "messages_planned": sum(len(self.neighbours(v, t)) for v in range(self.n) for t in range(self.rounds)),
         }

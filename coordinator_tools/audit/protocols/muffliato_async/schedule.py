@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import run_header
 from node.protocols.muffliato_async import PROTOCOL_NAME
 from node.topology import Topology
 
@@ -88,14 +89,8 @@ class ExchangeSchedule:
 
     def run_section(self) -> dict[str, object]:
         """The report's `run`: the schedule that was accounted."""
-        topology = self.topology
-        return {
-            "protocol": self.protocol,
-            "run_id": topology.run_id,
-            "topology_digest": topology.digest,
-            "graph": topology.graph,
-            "n": topology.n,
-            "activation": topology.protocol.activation,
+        return run_header(self.topology) | {
+            "activation": self.topology.protocol.activation,
             "rounds_completed": list(self.ticks),
             "exchanges": {status: len(self.by_status(status))
                           for status in ("committed", "half_applied", "declined", "aborted")},

@@ -18,6 +18,7 @@ from coordinator_tools.audit.conversion import closed_form_mixture_epsilon, gaus
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.paper import message_share_sum
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_mixture_sigma, mixture_losses
+from coordinator_tools.audit.protocols.base import run_header
 from coordinator_tools.audit.protocols.muffliato_async.accountant import PAPER_NOTE, linear_model
 from coordinator_tools.audit.protocols.muffliato_async.schedule import Exchange, ExchangeSchedule
 from node.protocols.muffliato_async import PROTOCOL_NAME, MuffliatoAsyncParams, activation
@@ -75,13 +76,8 @@ class PlannedSchedules:
         return self.topology.n
 
     def run_section(self) -> dict[str, object]:
-        params, topology = self.topology.protocol, self.topology
-        return {
-            "protocol": self.protocol,
-            "run_id": topology.run_id,
-            "topology_digest": topology.digest,
-            "graph": topology.graph,
-            "n": topology.n,
+        params = self.topology.protocol
+        return run_header(self.topology) | {
             "activation": params.activation,
             "schedules": len(self.schedules),
             "ticks_per_node": params.exchanges,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from coordinator_tools.audit.protocols.base import OnTopology
+from coordinator_tools.audit.protocols.base import OnTopology, run_header
 from coordinator_tools.audit.records import Finding, NodeLog
 from coordinator_tools.audit.report import json_number
 from node.agent_budget import logged_budget
@@ -85,9 +85,8 @@ class BroadcastRun(OnTopology):
 
     def run_section(self) -> dict[str, object]:
         params: PersonalizedCDParams = self.topology.protocol
-        return {
-            "protocol": params.name, "run_id": self.topology.run_id, "topology_digest": self.topology.digest,
-            "graph": self.topology.graph, "n": self.n, "private": params.private, "updates_planned": params.updates,
+        return run_header(self.topology) | {
+            "private": params.private, "updates_planned": params.updates,
             "updates": [self.updates(agent) for agent in range(self.n)],
             "inferred_spends": sorted(self.inferred),
         }

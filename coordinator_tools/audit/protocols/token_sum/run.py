@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator_tools.audit.protocols.base import OnTopology
+from coordinator_tools.audit.protocols.base import OnTopology, run_header
 from coordinator_tools.audit.protocols.token_sum.history import TokenHistory
 from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk
 from node.protocols import ring_histogram, ring_sum, rw_sgd, walk_sum
@@ -98,10 +98,7 @@ class TokenRun(OnTopology):
 def published_section(topology: Topology) -> dict[str, object]:
     """The report's `run` keys that the topology fixes."""
     params = topology.protocol
-    section: dict[str, object] = {
-        "protocol": params.name, "run_id": topology.run_id, "topology_digest": topology.digest,
-        "graph": topology.graph, "n": topology.n, "contributions_planned": planned_contributions(topology),
-    }
+    section = run_header(topology) | {"contributions_planned": planned_contributions(topology)}
     if params.name == ring_sum.PROTOCOL_NAME:
         return section | {"cycles": params.cycles, "noise_placement": params.noise_placement}
     if params.name == ring_histogram.PROTOCOL_NAME:
