@@ -218,6 +218,10 @@ def load_source(name: str, options: SourceOptions, rng: np.random.Generator, def
     --dimension, and has the labels of that task.
     """
     brought = task_datasets()
+    clashes = sorted(set(brought) & set(SYNTHETIC + BUNDLED))
+    if clashes:
+        raise ConfigError(f"task {brought[clashes[0]][0]!r} brings a dataset called {clashes[0]!r}, "
+                          "a built-in source's name")
     given = {flag for flag, value in (("--size", options.size), ("--dimension", options.dimension),
                                       ("--label-noise", options.label_noise), ("--noise-std", options.noise_std),
                                       ("--target", options.target), ("--task", options.task)) if value is not None}

@@ -93,8 +93,7 @@ class PersonalizedCDParams(BaseModel):
     name: Literal["personalized-cd"] = "personalized-cd"
     dimension: int = Field(ge=1, description="p: length of every agent's model")
     canaries: int = Field(0, ge=0, description=CANARIES_DESCRIPTION, exclude_if=lambda count: count == 0)
-    task: Task = Field("logistic", description="the local loss: a registered learning task (logistic: labels "
-                                               "±1; least_squares: real targets)")
+    task: Task = Field("logistic", description="the local loss: logistic regression (labels ±1) or least squares")
     mu: float = Field(gt=0.0, description="μ: weight of the local losses against the graph term of objective (2)")
     lipschitz: float = Field(1.0, gt=0.0, description="L₀: every example's loss gradient is clipped to l1 norm L₀")
     smoothness: float = Field(0.25, ge=0.0, description="bound on the smoothness of the data term of every L_i "
