@@ -87,7 +87,8 @@ class DatasetInfo(BaseModel):
 
     @property
     def loss(self) -> Loss:
-        """The learning protocol's loss that fits this task (its topology's `task`)."""
+        """netdp's own loss for these labels: the `--task` a topology for this split is made with, unless a
+        plug-in task with the same kind of labels is."""
         return LOSS_OF_TASK[self.task]
 
 

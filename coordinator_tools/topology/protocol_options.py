@@ -47,7 +47,6 @@ from node.protocols.ring_sum import NoisePlacement, RingSumParams
 from node.protocols.registry import load_attribute, plugins, protocol_spec
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
-from node.tasks.registry import task_names
 from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
@@ -135,8 +134,8 @@ NOISY_VECTOR_OPTIONS = (
 STEPS = Option("--steps", "steps", "T: gradient steps (learning); contributions the token collects (walk, default "
                "n: one visit per node on average)", int)
 LEARNING_OPTIONS = (
-    Option("--task", "task", "local loss, a registered learning task: logistic regression (labels +-1), "
-           "least_squares or a plug-in's", choices=task_names(), default="logistic"),
+    Option("--task", "task", "local loss: a registered learning task, netdp's logistic (regression on labels +-1), "
+           "least_squares or recommendation, or an installed plug-in's", default="logistic"),
     Option("--learning-rate", "learning_rate", "step size eta", float, default=0.5),
     Option("--clip", "clip", "per-example gradient norm bound C", float, default=1.0),
     Option("--batch", "batch", "minibatch size b, taken cyclically from the local data (SGD; "

@@ -1,7 +1,8 @@
 """The recommendation task end to end from the command line, on the shipped synthetic ratings.
 
 `netdp data recommendation --synthetic` makes the task (40 users, p = 4 ALS features, 10-NN graph),
-`netdp topology import` publishes it for personalized CD with least squares and the printed
+`netdp topology import` publishes it for personalized CD with least squares (or the registered
+recommendation task, the same model) and the printed
 smoothness bound, `netdp run --virtual` runs the 40 agents in process (private, ε̄ = 5, 10 updates
 each) and `netdp audit --data` reports the per-user test RMSE: non-private CD and the private run
 below purely local models, as in the paper's Table 1. The baselines are seeded: the same numbers
@@ -25,13 +26,15 @@ UPDATES, EPSILON = 10, 5.0
 LOCAL_RMSE, NON_PRIVATE_RMSE = 1.0611, 0.9667
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+@pytest.fixture(scope="module", params=["least_squares", "recommendation"])
+def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The audit of the run, with the least-squares task or the registered recommendation task (the same model
+    read by per-user RMSE): the same numbers either way."""
     root = tmp_path_factory.mktemp("recommendation")
     assert main(["data", "recommendation", "--synthetic", "--seed", "0", "--out", str(root / "task")]) == 0
     info = load_model(RecommendationInfo, root / "task" / INFO_FILE)
     assert main(["topology", "import", str(root / "task" / "similarity.edges"), "--protocol", "personalized-cd",
-                 "--task", "least_squares", "--dimension", str(info.features), "--smoothness", repr(info.smoothness),
+                 "--task", request.param, "--dimension", str(info.features), "--smoothness", repr(info.smoothness),
                  "--max-examples", str(max(info.train_sizes)), "--mu", "0.3", "--lipschitz", "1",
                  "--updates", str(UPDATES), "--epsilon", str(EPSILON), "--delta", repr(math.exp(-5)),
                  "--tick-rate", "100", "--out", str(root / "topology.json")]) == 0

@@ -19,6 +19,7 @@ from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.tasks import registry
 from node.tasks.base import FloatArray, RawExamples, TaskPlugin, TaskSpec
 from node.topology import Topology
+from tests.unit.test_topology_cli import assert_one_line_error, run
 
 BUILT_IN = ("least_squares", "logistic", "recommendation")
 
@@ -88,6 +89,13 @@ def test_a_protocols_task_is_a_registered_name() -> None:
         gd_params("absolute")
     with pytest.raises(ConfigError, match="unknown learning task 'absolute'"):
         registry.task_spec("absolute")
+
+
+def test_topology_generate_refuses_a_task_that_is_not_installed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "topology", "generate", "ring", "--n", "4", "--protocol", "muffliato-gd", "--task",
+                       "hinge", "--steps", "2", "--gossip-rounds", "1", "--batch", "4", "--out", str(tmp_path / "t.json"))
+    assert_one_line_error(code, err, "field 'task': unknown learning task 'hinge'; registered: least_squares, logistic")
 
 
 @pytest.mark.usefixtures("with_absolute")
