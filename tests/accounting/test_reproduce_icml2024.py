@@ -89,6 +89,7 @@ def test_fig3_quick_ranks_thm3_like_communicability_as_computed_here(tmp_path: P
     assert rows[UNDER_LINEARIZED]["measured"] == pytest.approx(
         np.mean(run_thm3[off] < linearized[off]))
     assert set(result["seeds"]) == {"data", "noise"}
+    assert rows["mean Thm 3 loss per node (one contribution) vs Katz centrality"]["verdict"] == "reproduced"
 
 
 def test_fig1_quick_meets_the_level_and_puts_table1_beside_the_runs(tmp_path: Path) -> None:
@@ -123,3 +124,7 @@ def test_fig1_quick_meets_the_level_and_puts_table1_beside_the_runs(tmp_path: Pa
     assert set(result["seeds"]) == {"exponential_data", "exponential_eps1_muffliato-gd_noise",
                                     "exponential_eps1_rw-sgd_noise"}  # the hypercube takes no seed
     assert (cell / "loss_vs_hops.png").stat().st_size > 0
+    assert rows["exponential, level 1: rw-sgd test accuracy"]["verdict"] == "differs (stated deviation)"
+    closer = rows["exponential, level 1: hop-1 mean eps, random walk / gossip"]
+    assert closer["verdict"] == ("reproduced" if closer["measured"] < 1 else "differs (stated deviation)")
+    assert {d["aspect"] for d in result["deviations"]} >= {"dataset", "n", "rounds", "seeds"}
