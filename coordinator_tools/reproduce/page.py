@@ -45,8 +45,9 @@ def summary_entry(document: Mapping[str, object], scale: str, seed: int) -> dict
 def _finding_text(document: Mapping[str, object], row: Mapping[str, object]) -> str:
     """Two sentences: what netdp measured against what the paper has, then the evidence."""
     published = "no number" if row["published"] is None else f"{row['published']:.4g}"
+    evidence = str(row["evidence"])
     return (f"{document['paper']} {document['figure']}, {row['quantity']}: netdp measures {row['measured']:.4g} "
-            f"where the paper has {published}. {row['evidence']}")
+            f"where the paper has {published}. {evidence[:1].upper()}{evidence[1:]}")
 
 
 def render(summary: Mapping[str, object], documents: Sequence[Mapping[str, object]]) -> str:
