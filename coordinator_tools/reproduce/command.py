@@ -36,16 +36,27 @@ CONSOLE = Console()
 RESULT_FILE = "result.json"
 TABLE_FILE = "table.csv"
 SUMMARY_FILE = "summary.json"
+INVOCATION_FILE = "reproduce.json"  # name, scale and seed, written first: what --resume must match
 ROW_FIELDS = ("quantity", "published", "measured", "unit", "ratio", "agrees", "rtol", "verdict", "evidence", "note")
 FIGURE_DPI = 120
 
 
-def reproduce(reproduction: Reproduction, out: Path, scale: str, seed: int) -> dict[str, object]:
-    """Run `reproduction` into the new or empty folder `out`; write and return its result document."""
+def reproduce(reproduction: Reproduction, out: Path, scale: str, seed: int, resume: bool = False) -> dict[str, object]:
+    """Run `reproduction` into the new or empty folder `out`; write and return its result document.
+
+    With `resume`, `out` may hold an interrupted run of the same reproduction, scale and seed: its finished audits are
+    read back (`runs.audited_run`), the rest is run.
+    """
     out = Path(out)
+    invocation = {"name": reproduction.name, "scale": scale, "seed": seed}
     if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty: give a new folder with --out")
+        if not resume:
+            raise ConfigError(f"{out} is not empty: give a new folder with --out (or --resume an interrupted one)")
+        recorded = _invocation(out)
+        if recorded != invocation:
+            raise ConfigError(f"{out} holds {recorded}, not {invocation}: resume with the same name, scale and seed")
     out.mkdir(parents=True, exist_ok=True)
+    (out / INVOCATION_FILE).write_text(json.dumps(invocation) + "\n", encoding="utf-8")
     started = time.monotonic()
     outcome = reproduction.run(Context(folder=out, scale=scale, seed=seed))
     figures = _write_figures(outcome, out)
@@ -76,6 +87,18 @@ def reproduce(reproduction: Reproduction, out: Path, scale: str, seed: int) -> d
     return document
 
 
+def _invocation(out: Path) -> dict[str, object] | None:
+    """The name, scale and seed a reproduction folder was started with (None: not a reproduction's folder)."""
+    path = out / INVOCATION_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def resumed_seed(out: Path | None, name: str, seed: int | None) -> int | None:
+    """The seed an interrupted reproduction folder was started with, when --seed does not give one."""
+    recorded = None if out is None else _invocation(Path(out) / name if name else Path(out))
+    return seed if seed is not None or recorded is None else int(recorded["seed"])
+
+
 def _row_document(row: Row) -> dict[str, object]:
     verdict = row.judged
     return {"quantity": row.quantity, "published": row.published, "measured": row.measured, "unit": row.unit,
@@ -84,19 +107,26 @@ def _row_document(row: Row) -> dict[str, object]:
             "note": row.note}
 
 
-def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: int) -> list[dict[str, object]]:
+def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: int,
+                  resume: bool = False) -> list[dict[str, object]]:
     """Run every reproduction into out/NAME (one base seed for all), then write out/summary.json and out/index.html.
 
     The summary is what a referee reads first: each reproduction's verdict, deviations and findings,
-    stamped with the commit and the machine that ran them.
+    stamped with the commit and the machine that ran them. With `resume`, a finished reproduction's
+    result.json is read back and an interrupted one resumed.
     """
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty: give a new folder with --out")
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise ConfigError(f"{out} is not empty: give a new folder with --out (or --resume an interrupted one)")
     documents = []
     for name, reproduction in known.items():
+        finished = out / name / RESULT_FILE
+        if resume and finished.exists() and _invocation(out / name) == {"name": name, "scale": scale, "seed": seed}:
+            documents.append(json.loads(finished.read_text(encoding="utf-8")))
+            CONSOLE.print(f"[bold]{name}[/bold]: finished before, {documents[-1]['verdict']}")
+            continue
         CONSOLE.print(f"[bold]{name}[/bold] ({scale} scale) ...")
-        documents.append(reproduce(reproduction, out / name, scale, seed))
+        documents.append(reproduce(reproduction, out / name, scale, seed, resume=resume))
         CONSOLE.print(f"  {documents[-1]['verdict']} in {documents[-1]['elapsed_s']:.0f} s")
     summary = {"schema": "netdp.reproduce-summary/1", "scale": scale, "seed": seed, "stamp": _stamp(),
                "reproductions": [page.summary_entry(document, scale, seed) for document in documents]}
@@ -153,8 +183,9 @@ def _reproduce_command(args: argparse.Namespace) -> int:
         if args.name is not None:
             raise ConfigError("give either NAME or --all, not both")
         out = args.out or Path("reproduce") / f"all-{args.scale}-{time.strftime('%Y%m%d-%H%M%S')}"
-        seed = args.seed if args.seed is not None else secrets.randbits(32)
-        reproduce_all(known, out, args.scale, seed)
+        seed = resumed_seed(out, next(iter(known)), args.seed) if args.resume else args.seed
+        seed = seed if seed is not None else secrets.randbits(32)
+        reproduce_all(known, out, args.scale, seed, resume=args.resume)
         CONSOLE.print(f"written: {out / SUMMARY_FILE}, {out / page.PAGE_FILE}")
         return 0
     if args.list or args.name is None:
@@ -166,8 +197,9 @@ def _reproduce_command(args: argparse.Namespace) -> int:
     if args.name not in known:
         raise ConfigError(f"no reproduction named {args.name!r}; known: {', '.join(known)}")
     out = args.out or Path("reproduce") / f"{args.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    seed = args.seed if args.seed is not None else secrets.randbits(32)
-    document = reproduce(known[args.name], out, args.scale, seed)
+    seed = resumed_seed(out, "", args.seed) if args.resume else args.seed
+    seed = seed if seed is not None else secrets.randbits(32)
+    document = reproduce(known[args.name], out, args.scale, seed, resume=args.resume)
     print_result(document, out)
     return 0
 
@@ -184,6 +216,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run every reproduction into --out/NAME and write summary.json and index.html over them")
     parser.add_argument("--out", type=Path, default=None,
                         help="new folder (default reproduce/NAME-<time>, with --all reproduce/all-SCALE-<time>)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted reproduction in --out (same NAME or --all, scale and seed; the "
+                             "seed is read from the folder when --seed is not given): finished audits are kept")
     parser.add_argument("--scale", choices=("full", "quick"), default="full",
                         help="full: the paper's sizes; quick: a small graph in seconds to minutes (default full)")
     parser.add_argument("--seed", type=int, default=None,

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from coordinator_tools import api
 from coordinator_tools.audit.figures import draw_by_distance
 from coordinator_tools.audit.pairs_file import read_pairs
+from coordinator_tools.audit.progress import tracked
 from coordinator_tools.reproduce.outcome import (FINDING, REPRODUCED, Context, Deviation, Outcome, Reproduction, Row,
                                                  Verdict)
 from coordinator_tools.reproduce.runs import audited_run, by_hop, derived_seeds, rank_trend
@@ -51,7 +52,7 @@ def run(ctx: Context) -> Outcome:
                                 "protocol": "muffliato (Alg. 1, accelerated)", "weighting": "metropolis",
                                 "rounds": "T_stop of Thm 2 (netdp's default)", "attack": "off"}
     runs: list[Path] = []
-    for graph in GRAPHS:
+    for graph in tracked(GRAPHS, "fig1a: graphs run and audited", len(GRAPHS)):
         options = {"c": ER_C, "seed": seeds[f"{graph}_graph"]} if graph == "erdos_renyi" else {}
         topology = api.topology(graph, n, sigma=SIGMA, sensitivity=SENSITIVITY, alpha=ALPHA, accelerated=True,
                                 **options)
@@ -186,6 +187,7 @@ REPRODUCTION = Reproduction(
           "on the 2048-node hypercube and an Erdos-Renyi graph",
     run=run,
     full_scale=f"n = {FULL_N}: the 11-cube and G(n, ln(n)/n), accelerated Muffliato for T_stop rounds at sigma = 1, "
-               "virtual runs, each audited (about 40 min on two busy cores, under 3 GiB)",
+               "virtual runs, each audited (about 40 min on two busy cores, under 3 GiB; progress bars on a terminal, "
+               "--resume keeps a finished graph)",
     quick_scale=f"n = {QUICK_N}: the 5-cube and G(n, ln(n)/n), same parameters (seconds)",
 )

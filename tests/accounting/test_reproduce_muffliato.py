@@ -124,3 +124,23 @@ def test_fig1bc_quick_sets_graphs_drawn_per_step_beside_a_fixed_graph_and_a_trus
     assert rows["final accuracy, netdp run minus trusted aggregator"] == pytest.approx(accuracies[0] - accuracies[1])
     assert document["figures"] == ["fig1c_schedules_and_utility.png"]
     assert set(document["seeds"]) == {"schedule", "data", "noise"}
+
+
+def test_an_interrupted_fig1a_resumes_keeping_the_finished_graph(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fig1a"
+    first = _reproduce("muffliato-fig1a", out, seed=2)
+    kept = (out / "hypercube" / "audit" / "report.json").stat().st_mtime_ns
+    # interrupted during the second graph's audit: its page (written last) and the result are missing
+    (out / "erdos_renyi" / "audit" / "index.html").unlink()
+    (out / "result.json").unlink()
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--seed", "2"]) != 0
+    assert "--resume" in capsys.readouterr().err.replace("\n", " ")
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--seed", "3", "--resume"]) != 0
+    assert "same name, scale and seed" in " ".join(capsys.readouterr().err.split())
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--resume"]) == 0
+    resumed = json.loads((out / "result.json").read_text())
+    assert (out / "hypercube" / "audit" / "report.json").stat().st_mtime_ns == kept
+    assert (out / "erdos_renyi" / "audit" / "index.html").exists() and resumed["seed"] == 2
+    assert [(row["quantity"], row["measured"]) for row in resumed["rows"]] == \
+        [(row["quantity"], row["measured"]) for row in first["rows"]]

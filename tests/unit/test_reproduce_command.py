@@ -90,7 +90,7 @@ def test_all_lists_every_reproduction_with_its_verdict_findings_first(tmp_path: 
     [finding] = entries["toy"]["findings"]
     assert finding["command"] == "netdp reproduce toy --scale quick --seed 3"
     assert "a bound, missed: netdp measures 3 where the paper has 2. " in finding["text"]
-    assert finding["text"].endswith(entries["toy"]["verdicts"][1]["evidence"])
+    assert finding["text"].endswith(entries["toy"]["verdicts"][1]["evidence"][1:])
     html = (tmp_path / "all" / page.PAGE_FILE).read_text()
     # the findings come before the sections; each section shows its verdict, deviations and statement vs proof
     assert html.index(finding["command"]) < html.index("id='holds'") < html.index("id='toy'")
