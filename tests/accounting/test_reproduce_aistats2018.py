@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coordinator_tools.cli import main
@@ -38,7 +39,17 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert 0.0 <= rows["budgets where non-private CD is at least as accurate as private CD (fraction)"][
         "measured"] <= 1.0
     assert set(result["seeds"]) == {"task", "eps1_noise", "eps5_noise", "non_private_noise"}
-    assert len(result["runs"]) == 6 and len(result["figures"]) == 2
+    assert len(result["runs"]) == 2 * (3 + 2 * 2) and len(result["figures"]) == 2
+    # T_i is tuned per budget on the validation half of the held-out points: the best validation accuracy wins
+    for budget in budgets:
+        validation = {updates: json.loads((out / f"eps{budget:g}-T{updates}-validation" / "audit" / "report.json")
+                                          .read_text())["utility"]["private"] for updates in (1, 5)}
+        chosen = max(validation, key=lambda updates: (validation[updates], -updates))
+        assert rows[f"budget {budget:g}: T_i chosen on the validation split"]["measured"] == chosen
+        topology = json.loads((out / f"eps{budget:g}" / "run" / "topology.json").read_text())
+        assert topology["protocol"]["updates"] == chosen
+    held_out = [np.load(out / folder / "test.npz")["y"].size for folder in ("validation", "data")]
+    assert held_out[0] == held_out[1] > 0
     assert rows["agents"]["verdict"] == "differs (stated deviation)"
     assert {deviation["aspect"] for deviation in result["deviations"]} >= {"dataset", "n", "rounds", "warm start"}
     assert all(row["verdict"] in ("reproduced", "differs (stated deviation)", "finding", None) for row in result["rows"])
