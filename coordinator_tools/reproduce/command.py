@@ -103,7 +103,8 @@ def _row_document(row: Row) -> dict[str, object]:
     verdict = row.judged
     return {"quantity": row.quantity, "published": row.published, "measured": row.measured, "unit": row.unit,
             "ratio": row.ratio, "agrees": row.agrees, "rtol": row.rtol,
-            "verdict": None if verdict is None else verdict.kind, "evidence": None if verdict is None else verdict.evidence,
+            "verdict": None if verdict is None else verdict.kind,
+            "evidence": None if verdict is None else verdict.evidence,
             "note": row.note}
 
 

@@ -80,8 +80,8 @@ VARIANTS = (WALK, GOSSIP, ONE_ROUND)
 
 
 def consensus_rounds(graph: nx.Graph) -> int:
-    """Plain-gossip rounds to consensus on `graph` with Metropolis weights: ⌈ln n / λ_W⌉ (Muffliato's plain rate, the
-    rounds after which the disagreement has shrunk by a factor n)."""
+    """Plain-gossip rounds to consensus on `graph` with Metropolis weights: ⌈ln n / λ_W⌉ (Muffliato's plain
+    rate, the rounds after which the disagreement has shrunk by a factor n)."""
     n = graph.number_of_nodes()
     return muffliato_t_stop(n, gossip_mixing(graph).spectral_gap, sigma=1.0, spread=1.0, accelerated=False)
 
@@ -158,7 +158,8 @@ def _deviations(n: int, steps: int, graphs: Sequence[str], targets: Sequence[flo
     return [
         Deviation("dataset", "UCI Houses, 2048 users of 8 examples", f"scikit-learn's breast_cancer split over {n} "
                   "nodes", "the paper's data is not bundled (no downloads): accuracies compared by ordering only"),
-        Deviation("n", "2048 nodes", f"{n} nodes", "every cell is calibrated on exact plans, minutes per cell at n = 16"),
+        Deviation("n", "2048 nodes", f"{n} nodes",
+                  "every cell is calibrated on exact plans, minutes per cell at n = 16"),
         Deviation("unspecified: rounds to consensus", "gossip to consensus between gradient steps (Muffliato Alg. 3), "
                   "the number of rounds not printed", "ceil(ln n / lambda_W) plain Metropolis rounds per step; one "
                   "round per step as an extra row", "the plain-gossip rounds that shrink the disagreement by n"),

@@ -137,7 +137,7 @@ def _graph_rows(graph: str, pairs: pd.DataFrame, ldp: float) -> list[Row]:
 
 
 def _trend_verdict(trend: float, what: str) -> Verdict:
-    """Fig. 1a's shape: the loss falls with hop distance (Spearman below 0); otherwise a finding on the paper's graph."""
+    """Fig. 1a's shape: the loss falls with hop distance (Spearman below 0); else a finding on the paper's graph."""
     if trend < 0:
         return Verdict(REPRODUCED, f"{what} falls with hop distance (Spearman {trend:.2f}).")
     return Verdict(FINDING, f"{what} does not fall with hop distance (Spearman {trend:.2f}): far observers see as "

@@ -182,8 +182,9 @@ def _figure(measured: dict[int, dict[str, float]], crossings: dict[float, int], 
     bounds, runs = figure.subplots(1, 2)
     scanned = np.unique(np.geomspace(2, LARGEST_N, 200).astype(int))
     for eps0 in EPS0_GRID:
-        bounds.plot(scanned, [theorem3(eps0, n=n, delta=PUBLISHED_DELTA) / ldp_analogue(eps0, n=n, delta=PUBLISHED_DELTA)
-                              for n in scanned], label=f"eps0 = {eps0:g} (crossing n = {crossings[eps0]})")
+        ratios = [theorem3(eps0, n=n, delta=PUBLISHED_DELTA) / ldp_analogue(eps0, n=n, delta=PUBLISHED_DELTA)
+                  for n in scanned]
+        bounds.plot(scanned, ratios, label=f"eps0 = {eps0:g} (crossing n = {crossings[eps0]})")
     bounds.axhline(1.0, color="black", linewidth=0.8)
     bounds.axvline(PUBLISHED_CROSSING_N, color="gray", linestyle=":", label="n = 100 (the paper's crossing)")
     bounds.set_xscale("log")

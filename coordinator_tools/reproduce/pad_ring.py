@@ -187,7 +187,8 @@ def _size_rows(n: int, m: dict[str, float]) -> list[Row]:
 def _bound_verdict(measured: float, bound: float, theorem: str) -> Verdict:
     """A published bound reproduces when the run's exact loss stays below it; above it is a finding."""
     if measured <= bound * (1 + 1e-9):
-        return Verdict(REPRODUCED, f"{theorem} bounds the run: the worst pair's exact eps {measured:.4g} <= {bound:.4g}.")
+        return Verdict(REPRODUCED, f"{theorem} bounds the run: the worst pair's exact eps {measured:.4g} <= "
+                                   f"{bound:.4g}.")
     return Verdict(FINDING, f"the worst pair's exact eps {measured:.4g} exceeds {theorem}'s {bound:.4g} on the run.")
 
 

@@ -46,8 +46,9 @@ def _finding_text(document: Mapping[str, object], row: Mapping[str, object]) -> 
     """Two sentences: what netdp measured against what the paper has, then the evidence."""
     published = "no number" if row["published"] is None else f"{row['published']:.4g}"
     evidence = str(row["evidence"])
+    sentence = evidence if evidence.startswith("netdp") else evidence[:1].upper() + evidence[1:]
     return (f"{document['paper']} {document['figure']}, {row['quantity']}: netdp measures {row['measured']:.4g} "
-            f"where the paper has {published}. {evidence if evidence.startswith('netdp') else evidence[:1].upper() + evidence[1:]}")
+            f"where the paper has {published}. {sentence}")
 
 
 def render(summary: Mapping[str, object], documents: Sequence[Mapping[str, object]]) -> str:

@@ -52,7 +52,8 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert held_out[0] == held_out[1] > 0
     assert rows["agents"]["verdict"] == "differs (stated deviation)"
     assert {deviation["aspect"] for deviation in result["deviations"]} >= {"dataset", "n", "rounds", "warm start"}
-    assert all(row["verdict"] in ("reproduced", "differs (stated deviation)", "finding", None) for row in result["rows"])
+    kinds = ("reproduced", "differs (stated deviation)", "finding", None)
+    assert all(row["verdict"] in kinds for row in result["rows"])
     few, many = result["statement_vs_proof"]
     # Thm 1 as printed (log(e + sqrt(sum eps^2 / delta))) against Kairouz et al.'s log(e + sqrt(sum eps^2) / delta)
     eps = [_equal_split(5.0, math.exp(-5), 100)] * 100

@@ -44,7 +44,8 @@ def test_the_result_puts_published_beside_measured_and_judges_each_row(tmp_path:
     assert document["verdict"] == FINDING
     assert document["deviations"] == [{"aspect": "dataset", "paper": "UCI Houses", "netdp": "breast_cancer",
                                        "why": "not bundled"}]
-    assert document["statement_vs_proof"][0]["proof_value"] == 2.0 and document["statement_vs_proof"][0]["used"] == "proof"
+    [case] = document["statement_vs_proof"]
+    assert (case["statement_value"], case["proof_value"], case["used"]) == (1.0, 2.0, "proof")
     assert document["rows"][0]["ratio"] == pytest.approx(1.05)
     assert document["rows"][2]["ratio"] is None
     assert document["seeds"] == {"noise": 12} and document["seed"] == 5 and document["setup"] == {"scale": "quick"}
