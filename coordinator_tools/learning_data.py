@@ -4,6 +4,7 @@ Sources: two synthetic problems with a hidden unit-norm w* ("separable" classifi
 linear "regression"), scikit-learn's bundled breast_cancer, diabetes and digits sets (they ship
 inside the package: no download), and a user's own file as "csv:PATH" (the Muffliato paper's
 binarised UCI Houses, OpenML 823, needs a download, so it is read from a local copy).
+A registered learning task (node.tasks, a plug-in included) may bring datasets of its own by name.
 
 Preparation follows Muffliato Sec. 6: a seeded 80/20 train/test split, features standardised with
 the training set's mean and deviation only (the test set stays unseen), then every row scaled to
@@ -33,11 +34,13 @@ from sklearn import datasets as sklearn_datasets
 from coordinator_tools.datasets import NODE_FILE_PATTERN, chosen_seed, output_folder
 from node.data import SUPPORTED_SUFFIXES, load_learning_data
 from node.errors import ConfigError
-from node.learning import Task as Loss
+from node.tasks.base import LabelKind
+from node.tasks.registry import TaskName as Loss
+from node.tasks.registry import task_datasets, task_spec
 from node.schema import load_model, save_model
 from node.topology import Topology, load_topology
 
-LearningTask = Literal["classification", "regression"]
+LearningTask = LabelKind
 Partition = Literal["iid", "label-skew"]
 
 TEST_FILE = "test.npz"
@@ -210,8 +213,15 @@ def read_csv(path: Path, target: str | None = None, task: LearningTask | None = 
 def load_source(name: str, options: SourceOptions, rng: np.random.Generator, default_dimension: int) -> Dataset:
     """The dataset DATASET names, refusing options that do not apply to it (rather than ignoring them).
 
-    Synthetic data without --dimension takes `default_dimension`: the topology's model length.
+    Synthetic data without --dimension takes `default_dimension`: the topology's model length. A name
+    that a registered learning task brings (node.tasks) is drawn by that task's loader, with --size and
+    --dimension, and has the labels of that task.
     """
+    brought = task_datasets()
+    clashes = sorted(set(brought) & set(SYNTHETIC + BUNDLED))
+    if clashes:
+        raise ConfigError(f"task {brought[clashes[0]][0]!r} brings a dataset called {clashes[0]!r}, "
+                          "a built-in source's name")
     given = {flag for flag, value in (("--size", options.size), ("--dimension", options.dimension),
                                       ("--label-noise", options.label_noise), ("--noise-std", options.noise_std),
                                       ("--target", options.target), ("--task", options.task)) if value is not None}
@@ -219,8 +229,11 @@ def load_source(name: str, options: SourceOptions, rng: np.random.Generator, def
              "regression": {"--size", "--dimension", "--noise-std"}}.get(name, set())
     if name.startswith(CSV_PREFIX):
         takes = {"--target", "--task"}
+    elif name in brought:
+        takes = {"--size", "--dimension"}
     elif name not in SYNTHETIC + BUNDLED:
-        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(SYNTHETIC + BUNDLED)}, or csv:PATH")
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(SYNTHETIC + BUNDLED + tuple(brought))}, "
+                          "or csv:PATH")
     if given - takes:
         raise ConfigError(f"{min(given - takes)} does not apply to dataset {name!r}")
     size = DEFAULT_SIZE if options.size is None else options.size
@@ -233,6 +246,11 @@ def load_source(name: str, options: SourceOptions, rng: np.random.Generator, def
         return noisy_regression(size, dimension, rng, noise_std)
     if name in BUNDLED:
         return bundled(name)
+    if name in brought:
+        task, loader = brought[name]
+        raw = loader(size, dimension, rng)
+        return Dataset(np.asarray(raw.x, dtype=np.float64), np.asarray(raw.y, dtype=np.float64),
+                       task_spec(task).labels, raw.labels)
     return read_csv(Path(name[len(CSV_PREFIX):]), options.target, options.task)
 
 
@@ -382,7 +400,7 @@ def split_dataset(name: str, topology: Topology, *, seed: int, partition: Partit
     _check_topology_fits(topology, name, data)
     train, test = train_test_indices(len(data.y), split_rng)
     if len(train) < topology.n:
-        more = " (pass a larger --size)" if name in SYNTHETIC else ""
+        more = " (pass a larger --size)" if name in SYNTHETIC or name in task_datasets() else ""
         raise ConfigError(f"{name}: too few examples for {topology.n} nodes: {len(data.y)} leave {len(train)} for "
                           f"training, and each node needs one{more}")
     train_set, test_set = prepare(data, train, test)
@@ -438,7 +456,8 @@ def register_split(data_sub: argparse._SubParsersAction) -> None:
                     "test.npz and dataset.json.")
     split.add_argument("dataset", metavar="DATASET",
                        help=f"{', '.join(SYNTHETIC)} (synthetic), {', '.join(BUNDLED)} (bundled with scikit-learn; "
-                            "digits is 0-4 vs 5-9), or csv:PATH (a local CSV file)")
+                            "digits is 0-4 vs 5-9), csv:PATH (a local CSV file), or a dataset an installed "
+                            "learning task brings")
     split.add_argument("--topology", type=Path, required=True,
                        help="topology file of a learning protocol (gives the nodes; its model dimension and loss "
                             "are checked against the data)")
@@ -468,10 +487,11 @@ def register_split(data_sub: argparse._SubParsersAction) -> None:
 
 
 def _check_topology_fits(topology: Topology, name: str, data: Dataset) -> None:
-    """The data must fit the model dimension and loss the topology publishes, or every node would refuse them."""
+    """The data must fit the model dimension and the labels of the loss the topology publishes, or every node
+    would refuse them (or learn nonsense)."""
     params = topology.protocol
     loss, dimension = LOSS_OF_TASK[data.task], data.x.shape[1]
-    if params.task != loss:
+    if task_spec(params.task).labels != data.task:
         raise ConfigError(f"{name} is a {data.task} task; the topology's {params.name} uses the {params.task} loss "
                           f"(make the topology with --task {loss})")
     if params.dimension != dimension:

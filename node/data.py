@@ -6,14 +6,10 @@ import json
 import zipfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from node.errors import ConfigError
-
-if TYPE_CHECKING:
-    from node.learning import Task  # node.learning loads learning files with this module
+from node.tasks.registry import TaskName, task_spec
 
 SUPPORTED_SUFFIXES = (".json", ".npy", ".npz", ".csv", ".txt")
 NODE_FILE_PATTERN = "node-{id}"  # a data folder holds one file per node id, named by this pattern
@@ -59,11 +55,11 @@ def load_vector(path: Path, dimension: int) -> np.ndarray:
     return array
 
 
-def load_learning_data(path: Path, dimension: int, *, task: Task | None = None) -> tuple[np.ndarray, np.ndarray]:
+def load_learning_data(path: Path, dimension: int, *, task: TaskName | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A training or test set from NPZ: `x` (m × D features) and `y` (m labels ±1 or targets), checked.
 
     Any unreadable or malformed file is a one-line ConfigError, so a node refuses it instead of
-    crashing; with `task="logistic"` the labels must be −1 or +1 (what the logistic loss expects).
+    crashing; with a `task`, the labels must be what it expects (−1 or +1 for a classification task).
     """
     path = Path(path)
     if not path.is_file():
@@ -85,8 +81,9 @@ def load_learning_data(path: Path, dimension: int, *, task: Task | None = None) 
         raise ConfigError(f"{path}: {x.shape[0]} examples and {y.size} labels; need as many, at least one")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ConfigError(f"{path}: holds NaN or infinite values")
-    if task == "logistic" and not np.isin(y, (-1.0, 1.0)).all():
-        raise ConfigError(f"{path}: classification labels must be -1 or +1, found {np.setdiff1d(y, (-1.0, 1.0))[0]:g}")
+    problem = None if task is None else task_spec(task).label_problem(y)
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
     return x, y
 
 

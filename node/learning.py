@@ -3,8 +3,9 @@
 A node's step gradient is the mean of its examples' gradients, each clipped to norm C
 first, so that replacing one of b examples moves it by at most 2C/b and replacing the
 whole local dataset by at most 2C: the sensitivity the noise is calibrated to. The L2
-regulariser's gradient λθ depends on no data and is added after clipping. Labels are
-±1 for classification (logistic loss) and real targets for least squares.
+regulariser's gradient λθ depends on no data and is added after clipping. The loss, its
+per-example gradient and the metric are the registered task's (node.tasks): labels ±1 for
+classification (logistic loss), real targets for least squares, or a plug-in's own.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import numpy as np
 
 from node import data
 from node.errors import ConfigError
+from node.tasks.base import FloatArray
+from node.tasks.registry import TaskName, task_spec
 
-Task = Literal["logistic", "least_squares"]
+Task = TaskName  # a registered task's name (node.tasks.registry)
 Adjacency = Literal["example", "dataset"]
 
 
@@ -66,20 +69,17 @@ class StepGradient:
     clipped: int
 
 
-def example_gradients(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """∇ℓ(θ; x_i, y_i) for every example (rows), unclipped and unregularised."""
-    margins = x @ theta
-    if task == "least_squares":
-        return (margins - y)[:, None] * x
-    # logistic loss log(1 + exp(−y⟨θ, x⟩)): gradient −y x σ(−y⟨θ, x⟩), computed without overflow
-    return (-y * _sigmoid(-y * margins))[:, None] * x
+def example_gradients(task: Task, theta: FloatArray, x: FloatArray, y: FloatArray) -> FloatArray:
+    """∇ℓ(θ; x_i, y_i) for every example (rows) of the registered task, unclipped and unregularised."""
+    return task_spec(task).example_gradients(theta, x, y)
 
 
-def clipped_gradient(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, *, clip: float,
+def clipped_gradient(task: Task, theta: FloatArray, x: FloatArray, y: FloatArray, *, clip: float,
                      regularization: float = 0.0, norm: Literal[1, 2] = 2) -> StepGradient:
     """Mean of the per-example gradients clipped to `norm`-norm `clip`, plus the regulariser's λθ.
 
     l2 suits Gaussian noise; Laplace noise is calibrated to an l1 bound (personalized learning).
+    The clipping is here, not in the task, so every task's step has the sensitivity the noise assumes.
     """
     gradients = example_gradients(task, theta, x, y)
     norms = np.linalg.norm(gradients, ord=norm, axis=1)
@@ -88,23 +88,11 @@ def clipped_gradient(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray
     return StepGradient(mean + regularization * theta, int(np.count_nonzero(norms > clip)))
 
 
-def loss(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, regularization: float = 0.0) -> float:
+def loss(task: Task, theta: FloatArray, x: FloatArray, y: FloatArray, regularization: float = 0.0) -> float:
     """The mean loss over the examples, with the L2 term λ‖θ‖²/2."""
-    margins = x @ theta
-    if task == "least_squares":
-        data = 0.5 * float(np.mean((margins - y) ** 2))
-    else:
-        data = float(np.mean(np.logaddexp(0.0, -y * margins)))
-    return data + 0.5 * regularization * float(theta @ theta)
+    return task_spec(task).data_loss(theta, x, y) + 0.5 * regularization * float(theta @ theta)
 
 
-def metric(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
-    """What a user reads a model by: accuracy for classification, mean squared error for regression."""
-    predictions = x @ theta
-    if task == "least_squares":
-        return float(np.mean((predictions - y) ** 2))
-    return float(np.mean(np.where(predictions >= 0.0, 1.0, -1.0) == y))
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -z))
+def metric(task: Task, theta: FloatArray, x: FloatArray, y: FloatArray) -> float:
+    """What a user reads a model by (the task's metric: accuracy for logistic, mean squared error for least squares)."""
+    return task_spec(task).metric(theta, x, y)

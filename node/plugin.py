@@ -1,8 +1,9 @@
-"""What a protocol's node module may use: netdp's public API for protocol plug-ins.
+"""What a protocol's node module or a learning task may use: netdp's public API for plug-ins.
 
 A protocol that lives in its own package imports from here (and from `coordinator_tools.audit.plugin`
 for its auditor), nothing else of netdp, and registers a `ProtocolPlugin` in the `netdp.protocols`
-entry-point group of its pyproject.toml. docs/plugin-protocol.md walks through an example.
+entry-point group of its pyproject.toml; a learning task registers a `TaskPlugin` (its `TaskSpec` and
+dataset loaders) in `netdp.tasks`. docs/plugin-protocol.md walks through an example of each.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from node.protocols.base import (
 )
 from node.protocols.gossip import BarrierRounds, mix
 from node.protocols.params import NoisyVectorParams
+from node.tasks.base import FloatArray, RawExamples, TaskPlugin, TaskSpec
 from node.topology import NetworkParams, Topology
 
 __all__ = [
     "BarrierRounds",
+    "FloatArray",
     "GraphShape",
     "NetworkParams",
     "NodeOutput",
@@ -31,7 +34,10 @@ __all__ = [
     "ProtocolNode",
     "ProtocolPlugin",
     "ProtocolSpec",
+    "RawExamples",
     "SweepShape",
+    "TaskPlugin",
+    "TaskSpec",
     "Topology",
     "clip_to_ball",
     "mix",

@@ -36,6 +36,11 @@ SIDE_STYLES = {"realized": {"color": "tab:blue"}, "planned": {"color": "tab:oran
 METRIC_LABELS = {"accuracy": "test accuracy", "mse": "test mean squared error", "rmse": "per-user test RMSE"}
 
 
+def metric_label(metric: str) -> str:
+    """The axis label of a test metric; a plug-in task's own metric is labelled by its name."""
+    return METRIC_LABELS.get(metric, f"test {metric}")
+
+
 def learning_drawers(report: Mapping[str, object], pairs: Mapping[str, np.ndarray]
                      ) -> dict[str, Callable[[], Figure]]:
     """{figure name: drawer} for the learning figures this report and its `pairs` (`read_pairs`) have data for."""
@@ -70,7 +75,7 @@ def _utility(report: Mapping[str, object]) -> Figure:
         axis.plot(steps, np.asarray(utility[key], dtype=float), label=label, **style)
     axis.axhline(utility["initial"], color="black", linewidth=0.8, linestyle="-.", label="theta = 0 (the start)")
     axis.set_xlabel("gradient step")
-    axis.set_ylabel(METRIC_LABELS[utility["metric"]])
+    axis.set_ylabel(metric_label(utility["metric"]))
     axis.set_title(f"Utility at sigma = {report['sigma']:g} per step ({utility['test_examples']} test examples)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
@@ -92,7 +97,7 @@ def _budget_accuracy(report: Mapping[str, object]) -> Figure:
     axis.axhline(utility["local"], color="tab:red", linestyle="--", label="purely local models")
     axis.set_xscale("log")
     axis.set_xlabel(f"budget epsilon of every agent (delta = {curve['delta']:g}, {curve['updates']} updates each)")
-    label = METRIC_LABELS[utility["metric"]]
+    label = metric_label(utility["metric"])
     axis.set_ylabel(label)
     axis.set_title(f"{label[0].upper()}{label[1:]} against the privacy budget ({utility['test_examples']} test examples)")
     axis.grid(True, alpha=0.3)

@@ -31,7 +31,7 @@ from coordinator_tools.theory import (
 )
 from coordinator_tools.topology.build import DerivedWeighting, gossip_mixing
 from node.errors import ConfigError
-from node.learning import Adjacency, Task, derived_sensitivity
+from node.learning import Adjacency, derived_sensitivity
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
@@ -47,6 +47,7 @@ from node.protocols.ring_sum import NoisePlacement, RingSumParams
 from node.protocols.registry import load_attribute, plugins, protocol_spec
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
+from node.tasks.registry import task_names
 from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
@@ -134,8 +135,8 @@ NOISY_VECTOR_OPTIONS = (
 STEPS = Option("--steps", "steps", "T: gradient steps (learning); contributions the token collects (walk, default "
                "n: one visit per node on average)", int)
 LEARNING_OPTIONS = (
-    Option("--task", "task", "local loss: logistic regression (labels +-1) or least squares",
-           choices=get_args(Task), default="logistic"),
+    Option("--task", "task", "local loss, a registered learning task: logistic regression (labels +-1), "
+           "least_squares or a plug-in's", choices=task_names(), default="logistic"),
     Option("--learning-rate", "learning_rate", "step size eta", float, default=0.5),
     Option("--clip", "clip", "per-example gradient norm bound C", float, default=1.0),
     Option("--batch", "batch", "minibatch size b, taken cyclically from the local data (SGD; "

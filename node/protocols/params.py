@@ -40,7 +40,8 @@ class LearningParams(NoisyVectorParams):
     sensitivity: float = Field(gt=0.0, description="Δ: bound on the change of one node's step gradient "
                                                    "between adjacent datasets")
     dimension: int = Field(ge=1, description="number of features D (the model's length)")
-    task: Task = Field(description="the local loss: logistic regression (labels ±1) or least squares")
+    task: Task = Field(description="the local loss: a registered learning task (logistic: labels ±1; "
+                                  "least_squares: real targets)")
     learning_rate: float = Field(gt=0.0, description="step size η")
     clip: float = Field(gt=0.0, description="per-example gradient norm bound C")
     batch: int | None = Field(None, ge=1, description="minibatch size b (SGD); none: the whole local set (GD)")

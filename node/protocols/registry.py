@@ -11,44 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib import import_module
-from importlib.metadata import EntryPoint, entry_points
-from types import MappingProxyType
 from typing import Any
 
 from node.errors import ConfigError
 from node.protocols.base import ProtocolPlugin, ProtocolSpec
+from node.registration import load_group
 
 ENTRY_POINT_GROUP = "netdp.protocols"
-NETDP_DISTRIBUTION = "netdp"
 
 
 @cache
 def plugins() -> Mapping[str, ProtocolPlugin]:
     """Every registered protocol by name, loaded once; a broken or clashing entry is a ConfigError naming it."""
-    found: dict[str, ProtocolPlugin] = {}
-    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_registration_order):
-        plugin = _load(entry)
-        if entry.name in found:
-            raise ConfigError(f"protocol {entry.name!r} is registered twice in {ENTRY_POINT_GROUP} "
-                              f"(the second time by {entry.value})")
-        found[entry.name] = plugin
-    return MappingProxyType(found)
-
-
-def _registration_order(entry: EntryPoint) -> tuple[bool, str]:
-    return (entry.dist is None or entry.dist.name != NETDP_DISTRIBUTION, entry.name)
-
-
-def _load(entry: EntryPoint) -> ProtocolPlugin:
-    try:
-        plugin = entry.load()
-    except Exception as exc:  # an installed package that cannot be imported: say which one
-        raise ConfigError(f"protocol {entry.name!r} ({entry.value}) cannot be loaded: {exc}") from exc
-    if not isinstance(plugin, ProtocolPlugin):
-        raise ConfigError(f"{ENTRY_POINT_GROUP} entry {entry.name!r} ({entry.value}) is not a ProtocolPlugin")
-    if plugin.name != entry.name:
-        raise ConfigError(f"{ENTRY_POINT_GROUP} entry {entry.name!r} registers a protocol called {plugin.name!r}")
-    return plugin
+    return load_group(ENTRY_POINT_GROUP, ProtocolPlugin, "protocol")
 
 
 def protocol_names() -> tuple[str, ...]:

@@ -4,8 +4,9 @@ The package is installed into a temporary folder (never into the test's environm
 registry stays netdp's own) and every command runs as a subprocess that sees it on PYTHONPATH:
 `netdp topology generate --protocol noisy-gossip`, `netdp run` virtual and networked with mutual
 TLS, `netdp audit` (its exact column checked against a case computed by hand), `netdp plan` and a
-two-point `netdp sweep`, with no edit inside netdp. Starts real node processes: run it through
-the cluster lock on shared machines.
+two-point `netdp sweep`, with no edit inside netdp. The package's learning task (a hinge-loss
+linear SVM with a dataset of its own) is trained by muffliato-gd, virtual, and audited. Starts real
+node processes: run it through the cluster lock on shared machines.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import pytest
 
 from coordinator_tools.cluster.ports import free_loopback_ports
 from node.protocols.registry import ENTRY_POINT_GROUP, protocol_names
+from node.tasks.registry import ENTRY_POINT_GROUP as TASK_GROUP
+from node.tasks.registry import task_names
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "plugin_protocol"
 NAME = "noisy-gossip"
+TASK = "hinge"
 BIN = Path(sys.executable).parent
 
 
@@ -56,15 +60,24 @@ def failed_checks(report: dict) -> list[str]:
     return [check["name"] for check in report["checks"] if check["level"] == "fail"]
 
 
-def test_installing_the_package_adds_its_entry_point_beside_netdps_own(plugin_env: dict[str, str]) -> None:
+def entries(env: dict[str, str], group: str) -> dict[str, str]:
+    """name -> value of every entry of an entry-point group, as a process with the plug-in installed sees them."""
     listing = subprocess.run(
         [sys.executable, "-c", "from importlib.metadata import entry_points; "
-         f"print('\\n'.join(f'{{e.name}}={{e.value}}' for e in entry_points(group='{ENTRY_POINT_GROUP}')))"],
-        env=plugin_env, capture_output=True, text=True, check=True).stdout.split()
-    entries = dict(line.split("=", 1) for line in listing)
-    assert entries[NAME] == "noisy_gossip_node:PLUGIN"
-    assert set(protocol_names()) < set(entries)  # every built-in, registered the same way
+         f"print('\\n'.join(f'{{e.name}}={{e.value}}' for e in entry_points(group='{group}')))"],
+        env=env, capture_output=True, text=True, check=True).stdout.split()
+    return dict(line.split("=", 1) for line in listing)
+
+
+def test_installing_the_package_adds_its_entry_point_beside_netdps_own(plugin_env: dict[str, str]) -> None:
+    protocols = entries(plugin_env, ENTRY_POINT_GROUP)
+    assert protocols[NAME] == "noisy_gossip_node:PLUGIN"
+    assert set(protocol_names()) < set(protocols)  # every built-in, registered the same way
     assert NAME not in protocol_names()  # this process's netdp, without the package, does not know it
+    tasks = entries(plugin_env, TASK_GROUP)
+    assert tasks[TASK] == "hinge_task:PLUGIN"
+    assert set(task_names()) == {"logistic", "least_squares", "recommendation"} < set(tasks)
+    assert TASK not in task_names()
 
 
 def test_a_two_node_run_is_audited_with_the_exact_loss_computed_by_hand(plugin_env: dict[str, str],
@@ -150,3 +163,39 @@ def test_plan_calibrates_and_a_two_point_sweep_runs(plugin_env: dict[str, str], 
     assert [(row["protocol"], row["sigma"], row["checks_ok"]) for row in rows] == [
         (NAME, "1.0", "true"), (NAME, "2.0", "true")]
     assert float(rows[1]["mean_exact_eps"]) < float(rows[0]["mean_exact_eps"])  # more noise, less loss
+
+
+def test_muffliato_gd_trains_the_plugin_task_on_its_own_dataset_and_the_audit_replays_it(
+        plugin_env: dict[str, str], tmp_path: Path) -> None:
+    """The hinge task's dataset is split, four nodes learn a linear SVM virtually, and the auditor, which
+    recomputes every step's clipped gradient through the same registered task, reproduces every payload."""
+    netdp(plugin_env, tmp_path, "topology", "generate", "ring", "--n", "4", "--protocol", "muffliato-gd",
+          "--task", TASK, "--dimension", "3", "--steps", "20", "--gossip-rounds", "1", "--batch", "10",
+          "--sigma", "0.2", "--out", "t.json")
+    assert json.loads((tmp_path / "t.json").read_text())["protocol"]["task"] == TASK
+    said = netdp(plugin_env, tmp_path, "data", "split", "wide-margin", "--topology", "t.json", "--out", "data",
+                 "--seed", "1", "--size", "400")
+    assert "labels: sign of <w*, x>, margin >= 0.1" in said
+    netdp(plugin_env, tmp_path, "run", "t.json", "--data", "data", "--out", "r", "--virtual")
+    said = netdp(plugin_env, tmp_path, "audit", "r", "--out", "a", "--with-private-logs", "--data", "data")
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert (report["protocol"], report["learning"]["task"]) == ("muffliato-gd", TASK)
+    assert not failed_checks(report), said
+    levels = {check["name"]: check["level"] for check in report["checks"]}
+    assert levels["transcript reproduces the logged payloads"] == "pass"
+    assert levels["every contribution was clipped (private logs)"] == "pass"
+    assert all(value > 0 for value in exact_rdp(report).values())
+    utility = report["utility"]
+    assert utility["metric"] == "accuracy"
+    assert utility["netdp"][-1] >= 0.95 > utility["initial"] + 0.3  # the SVM separates the wide margin
+
+
+def test_a_task_dataset_is_refused_by_a_topology_whose_task_wants_other_labels(plugin_env: dict[str, str],
+                                                                               tmp_path: Path) -> None:
+    netdp(plugin_env, tmp_path, "topology", "generate", "ring", "--n", "4", "--protocol", "muffliato-gd",
+          "--task", "least_squares", "--dimension", "3", "--steps", "2", "--gossip-rounds", "1", "--batch", "4",
+          "--out", "t.json")
+    done = subprocess.run([str(BIN / "netdp"), "data", "split", "wide-margin", "--topology", "t.json", "--out",
+                           "data"], cwd=tmp_path, env=plugin_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "wide-margin is a classification task" in done.stderr and "--task logistic" in done.stderr

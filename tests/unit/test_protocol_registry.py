@@ -14,7 +14,7 @@ from coordinator_tools.audit.protocols import registered_auditor
 from coordinator_tools.cluster.demo_protocols import demo_protocols
 from coordinator_tools.sweep.grid import supported
 from coordinator_tools.topology.protocol_options import fields_as_options, registered_options
-from node import topology
+from node import registration, topology
 from node.errors import ConfigError
 from node.protocols import registry
 from node.protocols.base import ProtocolPlugin, ProtocolSpec
@@ -78,7 +78,7 @@ def test_a_broken_or_clashing_entry_is_a_one_line_error_naming_it(monkeypatch: p
         "is registered twice": [own, own],
     }
     for message, listed in entries.items():
-        monkeypatch.setattr(registry, "entry_points", lambda group, listed=listed: listed)
+        monkeypatch.setattr(registration, "entry_points", lambda group, listed=listed: listed)
         with pytest.raises(ConfigError, match=message):
             registry.plugins.__wrapped__()
 

@@ -23,6 +23,7 @@ from node import data as node_data
 from node.codec import from_tensor
 from node.learning import LocalData, clipped_gradient, metric
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.tasks.registry import task_spec
 
 TEST_FILE = "test.npz"
 BASELINE_SEED = 0
@@ -35,7 +36,7 @@ def utility_report(params: MuffliatoGDParams, logs: dict[int, NodeLog], data_dir
     shards = [LocalData(*node_data.load_learning_data(node_data_file(data_dir, v), params.dimension)) for v in range(n)]
     rng = np.random.default_rng(BASELINE_SEED)
     return {
-        "metric": "accuracy" if params.task == "logistic" else "mse",
+        "metric": task_spec(params.task).metric_name,
         "test_examples": int(len(test_y)),
         "steps": list(range(1, params.steps + 1)),
         "netdp": _run_curve(params, logs, test_x, test_y),

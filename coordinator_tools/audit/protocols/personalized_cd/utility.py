@@ -1,7 +1,8 @@
 """What a personalized-CD run bought with its privacy: mean test accuracy against purely local and non-private CD.
 
-Every agent is scored on its own held-out set (test.npz, rows by agent): its accuracy (logistic
-task) or its RMSE (least squares, the recommendation task: the paper's per-user test RMSE). The
+Every agent is scored on its own held-out set (test.npz, rows by agent) by its task's metric: its
+accuracy (logistic task) or its RMSE (least squares, the recommendation task: the paper's per-user
+test RMSE). The
 means are over the agents that logged an output (a node that died has none), for all three:
 * run: the agents' final models as they logged them (`private` when the run was private);
 * local: every agent's own minimiser of L_i, no communication (`simulate.local_model`);
@@ -24,6 +25,7 @@ from coordinator_tools.personalized_task import load_test_sets
 from node.budget import equal_split
 from node.personalized import AgentProblem
 from node.protocols.personalized_cd import PersonalizedCDParams, load_agent_data
+from node.tasks.registry import task_spec
 from node.topology import Topology
 
 BASELINE_SEED = 0
@@ -46,15 +48,18 @@ def utility_report(topology: Topology, outputs: Mapping[int, np.ndarray], data_d
     scored = sorted(outputs)
     rng = np.random.default_rng(BASELINE_SEED)
 
+    spec = task_spec(params.task)
+    per_user_rmse = spec.metric_name == "mse"  # the paper's per-user test RMSE: the root of each agent's MSE
+
     def mean(models: np.ndarray) -> float:  # over the agents scored (an agent without an output has zeros here)
         scores = accuracies(models[scored], [tests[agent] for agent in scored], params.task)
-        return float((scores if params.task == "logistic" else np.sqrt(scores)).mean())  # MSE -> RMSE per agent
+        return float((np.sqrt(scores) if per_user_rmse else scores).mean())
 
     # an audit run's outputs end with canary coordinates: the model is the p data coordinates
     run = mean(np.array([outputs.get(agent, np.zeros(params.dimension))[: params.dimension]
                          for agent in range(topology.n)]))
     return {
-        "metric": "accuracy" if params.task == "logistic" else "rmse",
+        "metric": "rmse" if per_user_rmse else spec.metric_name,
         "agents_scored": scored,
         "test_examples": int(sum(len(tests[agent].y) for agent in scored)),
         "run": run,

@@ -22,6 +22,7 @@ from node import data as node_data
 from node.codec import from_tensor
 from node.learning import LocalData, clipped_gradient, metric
 from node.protocols.rw_sgd import MODEL_TOKEN_ID, RwSgdParams
+from node.tasks.registry import task_spec
 
 TEST_FILE = "test.npz"
 BASELINE_SEED = 0
@@ -36,7 +37,7 @@ def utility_report(params: RwSgdParams, logs: dict[int, NodeLog], final_holder: 
     rng = np.random.default_rng(BASELINE_SEED)
     walk = [None if np.isnan(value) else value for value in _walk_curve(params, logs, final_holder, x, y)]
     return {
-        "metric": "accuracy" if params.task == "logistic" else "mse",
+        "metric": task_spec(params.task).metric_name,
         "test_examples": int(len(y)),
         "steps": list(range(1, params.steps + 1)),
         "netdp": walk,

@@ -1,0 +1,1 @@
+"""Learning tasks: a model's loss, per-example gradient, metric and datasets, registered as plug-ins."""
