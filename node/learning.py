@@ -69,10 +69,12 @@ class StepGradient:
 def example_gradients(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """∇ℓ(θ; x_i, y_i) for every example (rows), unclipped and unregularised."""
     margins = x @ theta
+    gradients: np.ndarray
     if task == "least_squares":
-        return (margins - y)[:, None] * x
-    # logistic loss log(1 + exp(−y⟨θ, x⟩)): gradient −y x σ(−y⟨θ, x⟩), computed without overflow
-    return (-y * _sigmoid(-y * margins))[:, None] * x
+        gradients = (margins - y)[:, None] * x
+    else:  # logistic loss log(1 + exp(−y⟨θ, x⟩)): gradient −y x σ(−y⟨θ, x⟩), computed without overflow
+        gradients = (-y * _sigmoid(-y * margins))[:, None] * x
+    return gradients
 
 
 def clipped_gradient(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray, *, clip: float,
@@ -107,4 +109,5 @@ def metric(task: Task, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> float
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -z))
+    sigmoid: np.ndarray = np.exp(-np.logaddexp(0.0, -z))
+    return sigmoid

@@ -23,9 +23,9 @@ NETDP_DISTRIBUTION = "netdp"
 
 
 @cache
-def plugins() -> Mapping[str, ProtocolPlugin]:
+def plugins() -> Mapping[str, ProtocolPlugin[Any, Any]]:
     """Every registered protocol by name, loaded once; a broken or clashing entry is a ConfigError naming it."""
-    found: dict[str, ProtocolPlugin] = {}
+    found: dict[str, ProtocolPlugin[Any, Any]] = {}
     for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_registration_order):
         plugin = _load(entry)
         if entry.name in found:
@@ -39,7 +39,7 @@ def _registration_order(entry: EntryPoint) -> tuple[bool, str]:
     return (entry.dist is None or entry.dist.name != NETDP_DISTRIBUTION, entry.name)
 
 
-def _load(entry: EntryPoint) -> ProtocolPlugin:
+def _load(entry: EntryPoint) -> ProtocolPlugin[Any, Any]:
     try:
         plugin = entry.load()
     except Exception as exc:  # an installed package that cannot be imported: say which one
@@ -56,7 +56,7 @@ def protocol_names() -> tuple[str, ...]:
     return tuple(plugins())
 
 
-def protocol_plugin(name: str) -> ProtocolPlugin:
+def protocol_plugin(name: str) -> ProtocolPlugin[Any, Any]:
     """The protocol called `name`; a one-line error naming the known ones otherwise."""
     try:
         return plugins()[name]
@@ -64,12 +64,12 @@ def protocol_plugin(name: str) -> ProtocolPlugin:
         raise ConfigError(f"unknown protocol {name!r}; this node runs {', '.join(sorted(plugins()))}") from None
 
 
-def protocol_spec(name: str) -> ProtocolSpec:
+def protocol_spec(name: str) -> ProtocolSpec[Any, Any]:
     """The node's side of the protocol called `name`."""
     return protocol_plugin(name).spec
 
 
-def protocol_specs() -> tuple[ProtocolSpec, ...]:
+def protocol_specs() -> tuple[ProtocolSpec[Any, Any], ...]:
     """The node's side of every registered protocol, in registration order."""
     return tuple(plugin.spec for plugin in plugins().values())
 
