@@ -108,7 +108,8 @@ class ExchangeDesk:
         self._settled: dict[str, bool] = {}  # responder: exchange id -> committed?
         self._decisions: dict[str, Decision] = {}  # initiator: exchange id -> where it stands
         self._doubt: asyncio.Task[None] | None = None
-        self._questions: set[asyncio.Task[str | None]] = set()  # status questions asked, whose answers are still being taken
+        # status questions asked, whose answers are still being taken
+        self._questions: set[asyncio.Task[str | None]] = set()
         self.committed = self.declined = self.aborted = 0
 
     def open(self, value: np.ndarray) -> None:

@@ -131,7 +131,8 @@ class MuffliatoAsyncNode:
         neighbours, weights = activation(self._context.topology, self._context.node_id)
         stop_at = None if params.duration_s is None else time.monotonic() + params.duration_s
         ticks = 0
-        while stop_at is None and ticks < params.exchanges_per_node or stop_at is not None and time.monotonic() < stop_at:
+        while (stop_at is None and ticks < params.exchanges_per_node
+               or stop_at is not None and time.monotonic() < stop_at):
             await asyncio.sleep(rng.exponential(1.0 / (params.tick_rate * self._context.clock_speedup)))
             peer = int(rng.choice(neighbours, p=weights))
             tick = ticks
