@@ -48,7 +48,7 @@ def theorem1_epsilon(epsilons: Iterable[float], delta: float) -> float:
     return min(total, first, second)
 
 
-def proportional_split(epsilon: float, delta: float, shape: Sequence[float],
+def proportional_split(epsilon: float, delta: float, shape: Sequence[float] | np.ndarray,
                        spent: Sequence[float] = ()) -> tuple[float, ...]:
     """ε_t = c · shape_t for the largest c whose composition after `spent` (Thm 1 at δ̄) is at most ε̄.
 
@@ -98,7 +98,7 @@ def proposition2_shape(steps: int, agents: int, curvature_ratio: float) -> np.nd
         raise ValueError(f"Prop. 2 needs steps >= 1, n >= 2 and sigma/L_max in (0, 1], got {steps}, {agents}, "
                          f"{curvature_ratio}")
     per_step = agents * math.log1p(-curvature_ratio / agents) / 3.0  # log C^{n/3}
-    shape = np.exp(per_step * np.arange(steps))
+    shape: np.ndarray = np.exp(per_step * np.arange(steps))
     if not shape[-1] > 0.0:
         raise ValueError(f"Prop. 2 leaves the last of {steps} updates no budget at sigma/L_max = {curvature_ratio}: "
                          "publish fewer updates or a smaller ratio")

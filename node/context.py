@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Generic, Literal, TypeVar, cast, overload
 
 import numpy as np
 
@@ -27,10 +27,11 @@ from node.mailboxes.round_barrier import RoundBarrier
 from node.mailboxes.token_slot import AdmitRule, TokenSlot
 from node.message import GOSSIP, IdScheme, Message, MessageId
 from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
-from node.receiver import Handler, Receiver
+from node.receiver import Handler, KindRule, NamedHandler, Receiver
 from node.topology import NetworkParams, Topology
 
 
+P = TypeVar("P", covariant=True)  # the protocol's Params: what `params` is
 LAPLACE_CALIBRATION_TRIES = 8  # widenings of a Laplace scale before a sampler's grid is declared out of reach
 
 
@@ -105,12 +106,12 @@ class NodeNoise:
         return counts
 
 
-class ProtocolContext:
-    """One node's interface to the network, its noise and its log, as a protocol uses them."""
+class ProtocolContext(Generic[P]):
+    """One node's interface to the network, its noise and its log, as a protocol uses them (`P`: its Params)."""
 
     def __init__(self, topology: Topology, node_id: int, journal: Journal, receiver: Receiver, outbox: Outbox,
                  noise: NodeNoise, on_step: Callable[[int], Awaitable[None]], network: NetworkParams | None = None,
-                 params: Any = None, *, clock_speedup: float = 1.0, canaries: Canaries | None = None,
+                 params: P | None = None, *, clock_speedup: float = 1.0, canaries: Canaries | None = None,
                  breaks: Breaks = Breaks()) -> None:
         """`params`: this node's own public parameters if not the published ones (an agent's lower budget);
         `clock_speedup`: fault injection, the factor by which this node's Poisson clock outruns the published rate;
@@ -120,7 +121,8 @@ class ProtocolContext:
         self.canaries = canaries or Canaries(np.zeros(0))
         self.breaks = breaks
         self._canaries_logged = self.canaries.logged
-        self._params = topology.protocol if params is None else params
+        # The published Params are the P of the spec the topology's protocol registered (the topology checked them).
+        self._params = cast(P, topology.protocol) if params is None else params
         self._network = network or topology.network
         self.node_id = node_id
         self.journal = journal
@@ -130,7 +132,7 @@ class ProtocolContext:
         self._on_step = on_step
 
     @property
-    def params(self):
+    def params(self) -> P:
         """The protocol's public parameters (its Params model from the topology, or this node's own)."""
         return self._params
 
@@ -175,10 +177,18 @@ class ProtocolContext:
 
     # --- mailboxes ---------------------------------------------------------------------------
 
-    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool = False) -> None:
+    @overload
+    def on(self, kind: str, handler: NamedHandler, *, scheme: IdScheme, payload: bool,
+           anonymous: Literal[False] = False) -> None: ...
+
+    @overload
+    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool) -> None: ...
+
+    def on(self, kind: str, handler: Handler | NamedHandler, *, scheme: IdScheme, payload: bool,
+           anonymous: bool = False) -> None:
         """Take incoming messages of `kind` with `handler` (validated first, like every message);
-        `anonymous`: the handler and the log never learn who sent them."""
-        self._receiver.register(kind, handler, scheme=scheme, payload=payload, anonymous=anonymous)
+        `anonymous`: the handler and the log never learn who sent them (it is handed None as the sender)."""
+        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous))
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's graph."""

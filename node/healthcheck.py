@@ -29,7 +29,8 @@ def is_serving(channel: grpc.Channel, timeout_s: float, service: str = "") -> bo
         reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
     except grpc.RpcError:
         return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
+    serving: bool = reply.status == health_pb2.HealthCheckResponse.SERVING
+    return serving
 
 
 def open_channel(address: str, node_id: int, tls_dir: Path | None) -> grpc.Channel:

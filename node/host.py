@@ -67,7 +67,7 @@ class NodeHost:
         self.topology = topology
         self.node_id = node_id
         self.log_dir = Path(log_dir)
-        spec = protocol_spec(topology.protocol.name)
+        spec = protocol_spec(topology.protocol_name)
         if resume and not spec.resumable:
             raise ConfigError(f"--resume: a {spec.name} node does not rejoin its run (fresh noise would leak more, "
                               "and its neighbours have dropped it); only personalized-cd agents resume")
@@ -77,7 +77,7 @@ class NodeHost:
         canaries = _canaries(params, coins, self.journal.resumed_private)
         self.receiver = Receiver(topology, node_id, self.journal)
         self.receiver.register(PING, _pong, scheme="none", payload=False)
-        self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol.name,
+        self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol_name,
                              sender=node_id)
         noise = NodeNoise(sampler, self.journal, randomized_response, laplace, broken_scale=breaks.noise_scale)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox, noise,
@@ -94,7 +94,7 @@ class NodeHost:
 
     def _write_estimate(self, estimate: np.ndarray, steps_completed: int) -> None:
         """The node's output for its user: the data coordinates (an audit run's canary coordinates stay in the log)."""
-        estimate = estimate[: self.topology.protocol.dimension]
+        estimate = estimate[: self.topology.published.dimension]
         document = {
             "run_id": self.topology.run_id,
             "node_id": self.node_id,

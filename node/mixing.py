@@ -41,16 +41,16 @@ def spectral_gap(matrix: sp.spmatrix | np.ndarray) -> tuple[float, float]:
 
     W is symmetric, so its eigenvalues are real; the largest is 1 with eigenvector 1.
     """
-    dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
+    dense = np.asarray(matrix) if isinstance(matrix, np.ndarray) else matrix.toarray()
     eigenvalues = np.sort(np.linalg.eigvalsh(dense))[::-1]
     second, smallest = eigenvalues[1], eigenvalues[-1]
     lambda_w = 1.0 - max(abs(second), abs(smallest))
     return float(lambda_w), float(1.0 - second)
 
 
-def chebyshev_omega(gap: float) -> float:
-    """Scale parameter of the re-scaled Chebyshev recursion (Muffliato Alg. 1)."""
-    if not 0.0 < gap <= 1.0:
+def chebyshev_omega(gap: float | None) -> float:
+    """Scale parameter of the re-scaled Chebyshev recursion (Muffliato Alg. 1); `gap` None: a graph without one."""
+    if gap is None or not 0.0 < gap <= 1.0:
         raise ValueError(f"spectral gap must be in (0, 1], got {gap}")
     return 2.0 * (1.0 - math.sqrt(gap * (1.0 - gap / 4.0))) / (1.0 - gap / 2.0) ** 2
 

@@ -20,7 +20,8 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from types import ModuleType
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def _keep_probability_for(value: int, categories: int, epsilon: float) -> float:
 
 
 @functools.cache
-def _opendp():
+def _opendp() -> ModuleType:
     """OpenDP's prelude with the 'contrib' features the mechanisms below need (set up once per process)."""
     import opendp.prelude as dp
 
@@ -102,7 +103,7 @@ class SecureGaussianSampler:
     def __init__(self) -> None:
         self._dp = _opendp()
 
-    def _measurement(self, dimension: int, sigma: float):
+    def _measurement(self, dimension: int, sigma: float) -> Any:  # an opendp Measurement (its `map` is untyped)
         dp = self._dp
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), dimension)
         return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=sigma)
@@ -114,7 +115,7 @@ class SecureGaussianSampler:
         if sigma == 0.0:
             return sensitivity
         rho = self._measurement(1, sigma).map(sensitivity)  # zCDP: rho = Δ_eff² / (2σ²)
-        return max(sensitivity, sigma * math.sqrt(2.0 * rho))
+        return max(sensitivity, sigma * math.sqrt(2.0 * float(rho)))
 
 
 class SecureLaplaceSampler:
@@ -125,7 +126,7 @@ class SecureLaplaceSampler:
     def __init__(self) -> None:
         self._dp = _opendp()
 
-    def _measurement(self, dimension: int, scale: float):
+    def _measurement(self, dimension: int, scale: float) -> Any:  # an opendp Measurement
         dp = self._dp
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), dimension)
         return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale)
@@ -137,7 +138,7 @@ class SecureLaplaceSampler:
         if scale == 0.0:
             return sensitivity
         epsilon = self._measurement(1, scale).map(sensitivity)  # pure DP: ε = Δ_eff / b
-        return max(sensitivity, scale * epsilon)
+        return max(sensitivity, scale * float(epsilon))
 
 
 class SecureRandomizedResponse:

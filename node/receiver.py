@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -33,6 +34,8 @@ SENDER_WITHHELD = "the reason names the sender, whom this sender-anonymous view 
 
 # A mailbox's handler: (sender, or None for a sender-anonymous kind; message) -> the reply to a call, or None.
 Handler = Callable[[int | None, Message], Awaitable[Message | None]]
+# The handler of a kind that names its sender: it is never handed None.
+NamedHandler = Callable[[int, Message], Awaitable[Message | None]]
 Reply = tuple[peer_pb2.Envelope, bytes] | None
 
 
@@ -40,7 +43,7 @@ Reply = tuple[peer_pb2.Envelope, bytes] | None
 class KindRule:
     """How a registered kind is checked and whom it goes to."""
 
-    handler: Handler
+    handler: Callable[[Any, Message], Awaitable[Message | None]]  # a Handler, or a NamedHandler if not anonymous
     scheme: IdScheme  # which MessageId fields the kind uses
     payload: bool  # carries a vector of the protocol's dimension (else nothing)
     anonymous: bool = False  # the sender is checked, then forgotten: neither handed on nor logged
@@ -54,10 +57,18 @@ class Receiver:
         self._node_id = node_id
         self._journal = journal
         self._neighbours = frozenset(topology.neighbours[node_id])
-        self._dimension = topology.protocol.vector_length
+        self._protocol = topology.protocol_name
+        self._dimension = topology.published.vector_length
         self._rules: dict[str, KindRule] = {}
 
-    def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool,
+    @overload
+    def register(self, kind: str, handler: NamedHandler, *, scheme: IdScheme, payload: bool,
+                 anonymous: Literal[False] = False) -> None: ...
+
+    @overload
+    def register(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool) -> None: ...
+
+    def register(self, kind: str, handler: Handler | NamedHandler, *, scheme: IdScheme, payload: bool,
                  anonymous: bool = False) -> None:
         """Route messages of `kind` to `handler` (one mailbox per kind).
 
@@ -65,9 +76,13 @@ class Receiver:
         checked to be a neighbour (membership), then dropped: the handler gets None and no record
         of the kind, accepted or refused, names it.
         """
+        self.add_rule(kind, KindRule(handler, scheme, payload, anonymous))
+
+    def add_rule(self, kind: str, rule: KindRule) -> None:
+        """Route messages of `kind` by `rule` (what `register` does, for a caller that built the rule)."""
         if kind in self._rules:
             raise ValueError(f"message kind {kind!r} is registered twice")
-        self._rules[kind] = KindRule(handler, scheme, payload, anonymous)
+        self._rules[kind] = rule
 
     @property
     def payload_bytes(self) -> int:
@@ -110,13 +125,13 @@ class Receiver:
             raise
         if reply is None:
             return None
-        return to_wire(reply, run_id=self._topology.run_id, protocol=self._topology.protocol.name,
+        return to_wire(reply, run_id=self._topology.run_id, protocol=self._protocol,
                        sender=self._node_id, receiver=sender)
 
     def acknowledgement(self, request: peer_pb2.Envelope) -> tuple[peer_pb2.Envelope, bytes]:
         """The reply to a call whose mailbox had nothing to answer: an empty `ack` with the request's id."""
         envelope, data = to_wire(Message(ACK, MessageId.of(request)), run_id=self._topology.run_id,
-                                 protocol=self._topology.protocol.name, sender=self._node_id,
+                                 protocol=self._protocol, sender=self._node_id,
                                  receiver=request.sender)
         return envelope, data
 
@@ -139,9 +154,9 @@ class Receiver:
         if envelope.run_id != topology.run_id:
             raise Refusal("FAILED_PRECONDITION",
                           f"message for run {_quoted(envelope.run_id)}, this is {topology.run_id!r}")
-        if envelope.protocol != topology.protocol.name:
+        if envelope.protocol != self._protocol:
             raise Refusal("FAILED_PRECONDITION",
-                          f"protocol {_quoted(envelope.protocol)}, this run is {topology.protocol.name!r}")
+                          f"protocol {_quoted(envelope.protocol)}, this run is {self._protocol!r}")
         sender = int(envelope.sender)
         if sender >= topology.n:
             raise Refusal("PERMISSION_DENIED", f"unknown sender {sender}", names_sender=True)
@@ -156,7 +171,7 @@ class Receiver:
         kind = kind_of(envelope)
         rule = self._rules.get(kind)
         if rule is None:
-            raise Refusal("INVALID_ARGUMENT", f"message kind {_quoted(kind)} is not part of {topology.protocol.name}")
+            raise Refusal("INVALID_ARGUMENT", f"message kind {_quoted(kind)} is not part of {self._protocol}")
         shape = (self._dimension,) if rule.payload else (0,)
         if tuple(envelope.shape) != shape:
             raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {shape}")
@@ -189,7 +204,7 @@ def _quoted(value: object) -> str:
     return text if len(text) <= MAX_QUOTED_CHARS else f"{text[: MAX_QUOTED_CHARS - 3]}..."
 
 
-def _settled_without_caller(delivery: asyncio.Future) -> None:
+def _settled_without_caller(delivery: asyncio.Future[Reply]) -> None:
     """Retrieve the outcome nobody awaits any more, so asyncio does not report it as lost."""
     if not delivery.cancelled():
         delivery.exception()

@@ -18,9 +18,10 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from node import security
 from node.agent_budget import BudgetRequest, own_parameters
@@ -95,7 +96,7 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
     """Run every hosted node id to completion over gRPC; one outcome per id, in id order."""
     topology = config.topology
     node_ids = check_hosted_ids(topology, config.node_ids)
-    load = protocol_spec(topology.protocol.name).load
+    load = protocol_spec(topology.protocol_name).load
     for v in node_ids:  # every id's budget checked before any id logs anything
         own_parameters(topology.protocol, v, config.budget)
     private_data = {v: load(config.data_paths[v], topology.protocol) for v in node_ids}
@@ -155,7 +156,7 @@ async def _close(hosts: Iterable[NodeHost], channels: PeerChannels) -> None:
     await channels.close()
 
 
-async def _run_all(runs: list[Awaitable[NodeOutcome]]) -> list[NodeOutcome]:
+async def _run_all(runs: list[Coroutine[Any, Any, NodeOutcome]]) -> list[NodeOutcome]:
     """Every run to its end; the first that fails stops the others and is raised as itself."""
     try:
         async with asyncio.TaskGroup() as group:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Literal, Union
+from typing import Annotated, Final, Literal, Union
 
 import networkx as nx
 import numpy as np
@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from node.mixing import edge_weights, metropolis_weight
-from node.protocols.base import GraphShape
+from node.protocols.base import GraphShape, PublishedParams
 from node.protocols.registry import protocol_spec, protocol_specs
 from node.schema import load_model, save_model
 
@@ -49,7 +49,8 @@ Weighting = Literal["metropolis", "min_degree", "explicit"]
 def _protocol_union() -> TypeAdapter[BaseModel]:
     """Every registered protocol's Params, as one union told apart by `name`: built when a topology is first read."""
     members = tuple(spec.params for spec in protocol_specs())
-    return TypeAdapter(Annotated[Union[members], Field(discriminator="name")])
+    # A union known only at run time (the registry's), which no static type describes.
+    return TypeAdapter(Annotated[Union[members], Field(discriminator="name")])  # type: ignore[arg-type]
 
 
 def _protocol_params(value: object) -> BaseModel:
@@ -59,7 +60,7 @@ def _protocol_params(value: object) -> BaseModel:
 # The protocol block of a topology: the Params of the protocol its `name` names, among those registered
 # (serialized as that Params model, not as the BaseModel this is typed as).
 ProtocolParams = Annotated[SerializeAsAny[BaseModel], PlainValidator(_protocol_params)]
-FORMAT_VERSION = 1
+FORMAT_VERSION: Final = 1
 ROW_SUM_TOLERANCE = 1e-9
 STEP_GRAPH_CACHE = 16  # step graphs kept in memory: a node asks for the same few steps repeatedly
 
@@ -209,6 +210,21 @@ class Topology(BaseModel):
     protocol: ProtocolParams
     network: NetworkParams = NetworkParams()
 
+    @property
+    def protocol_name(self) -> str:
+        """The published protocol's name: its Params' `name` literal, which the protocol block was told apart by."""
+        name = getattr(self.protocol, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(f"{type(self.protocol).__name__} has no name")
+        return name
+
+    @property
+    def published(self) -> PublishedParams:
+        """The protocol block as netdp reads it whatever the protocol: its name, dimension and vector length."""
+        if not isinstance(self.protocol, PublishedParams):
+            raise TypeError(f"{type(self.protocol).__name__} lacks a name, dimension or vector_length")
+        return self.protocol
+
     @model_validator(mode="after")
     def _consistent(self) -> "Topology":
         _check_nodes(self.nodes)
@@ -218,9 +234,9 @@ class Topology(BaseModel):
             _check_fixed_graph(self)
         if self.transitions is not None:
             _check_transitions(self)
-        spec = protocol_spec(self.protocol.name)
+        spec = protocol_spec(self.protocol_name)
         if self.graph_shape not in spec.graphs:
-            raise ValueError(f"protocol {self.protocol.name!r} runs on {' or '.join(sorted(spec.graphs))} graphs; "
+            raise ValueError(f"protocol {self.protocol_name!r} runs on {' or '.join(sorted(spec.graphs))} graphs; "
                              f"this graph is {self.graph_shape.replace('_', '-')}")
         spec.check_graph(self)
         if getattr(self.protocol, "accelerated", False) and self.spectral_gap is None:

@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from google.protobuf.message import DecodeError
 
@@ -80,7 +80,7 @@ class LogContents:
             return self.records[0].header
         return None
 
-    def of_kind(self, kind: str) -> list:
+    def of_kind(self, kind: str) -> list[Any]:
         """The records of one kind ('sent', 'received', 'drop_out', ...), in log order."""
         return [getattr(r, kind) for r in self.records if r.WhichOneof("kind") == kind]
 
@@ -136,7 +136,7 @@ def _header_differences(logged: viewlog_pb2.RunHeader, wanted: viewlog_pb2.RunHe
     return differences
 
 
-def _json_object(text: str) -> dict:
+def _json_object(text: str) -> dict[str, object]:
     """A header's public parameters; text that is no JSON object stands as itself, so it differs from any."""
     try:
         value = json.loads(text)
@@ -263,6 +263,8 @@ def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamag
     remaining = len(data) - offset
     if remaining < FRAME.size:
         return LogDamage("torn_tail", offset, f"{remaining} trailing bytes, less than a frame header")
+    length: int
+    checksum: int
     length, checksum = FRAME.unpack_from(data, offset)
     if length > MAX_RECORD_BYTES:
         return LogDamage("oversized_length", offset, f"frame claims {length} bytes")
@@ -289,7 +291,7 @@ def _read_one(data: bytes, offset: int, contents: LogContents) -> int | LogDamag
 TENSOR_FIELDS: dict[str, tuple[str, ...]] = {
     kind.name: tuple(field.name for field in kind.message_type.fields
                      if field.message_type is viewlog_pb2.Tensor.DESCRIPTOR)
-    for kind in viewlog_pb2.Record.DESCRIPTOR.oneofs_by_name["kind"].fields
+    for kind in viewlog_pb2.Record.DESCRIPTOR.oneofs_by_name["kind"].fields if kind.message_type is not None
 }
 # The tail a structure-only copy ends with when its source's readable records end in damage of this kind: the
 # copy is read as stopping where its source stops (a log that stops early is audited differently), and the

@@ -113,7 +113,8 @@ def account_model(
         return gaussian_rdp(mu, alpha), closed_form_epsilon(mu, delta, alpha=alpha, conversion=conversion)
 
     stated = isinstance(paper_sum, ClosedForm)
-    paper_rdp, paper_eps = (paper_sum.rdp, paper_sum.eps) if stated else gaussian_closed_form(paper_sum)
+    paper_rdp, paper_eps = ((paper_sum.rdp, paper_sum.eps) if isinstance(paper_sum, ClosedForm)
+                            else gaussian_closed_form(paper_sum))
     if geometry is None:
         geometry = view_geometry(model, threat_model, method=exact_method)
     mu_lower, mu_upper = exact_mu(geometry, sigma=sigma, sensitivity=sensitivity)

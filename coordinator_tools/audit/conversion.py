@@ -62,7 +62,8 @@ def squared_mu(geometry: ArrayLike, *, sigma: float, sensitivity: float) -> np.n
 
 def gaussian_rdp(mu: ArrayLike, alpha: ArrayLike) -> np.ndarray:
     """Rényi divergence of a μ-Gaussian mechanism at order α: α μ²/2."""
-    return np.asarray(alpha, dtype=float) * np.square(np.asarray(mu, dtype=float)) / 2
+    array: np.ndarray = np.asarray(alpha, dtype=float) * np.square(np.asarray(mu, dtype=float)) / 2
+    return array
 
 
 def gaussian_delta(mu: ArrayLike, epsilon: ArrayLike) -> np.ndarray:
@@ -124,7 +125,8 @@ def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: float) -> np.ndarra
     # the library's KL case, δ² + expm1(−rdp) > 0, as one comparison with a threshold
     bound[rdp < -np.log1p(-(delta**2))] = 0.0
     bound[np.isnan(rdp)] = np.nan
-    return np.maximum(0.0, np.min(bound, axis=-1))
+    array: np.ndarray = np.maximum(0.0, np.min(bound, axis=-1))
+    return array
 
 
 def classic_epsilon(rdp: ArrayLike, alpha: float, delta: float) -> np.ndarray:
@@ -132,7 +134,8 @@ def classic_epsilon(rdp: ArrayLike, alpha: float, delta: float) -> np.ndarray:
     _check_delta(delta)
     rdp = np.asarray(rdp, dtype=float)
     _check_rdp(rdp)
-    return rdp + np.log(1 / delta) / (alpha - 1)
+    array: np.ndarray = rdp + np.log(1 / delta) / (alpha - 1)
+    return array
 
 
 def gaussian_rdp_epsilon(mu: ArrayLike, delta: float, *, alpha: float, conversion: Conversion,
@@ -182,7 +185,8 @@ def mixture_rdp(rdp: ArrayLike, alpha: ArrayLike) -> np.ndarray:
     """RDP at order α > 1 of a mixture over axis 0 of `rdp` whose component the observer learns."""
     rdp = np.asarray(rdp, dtype=float)
     alpha = np.asarray(alpha, dtype=float)
-    return (logsumexp((alpha - 1) * rdp, axis=0) - np.log(rdp.shape[0])) / (alpha - 1)
+    array: np.ndarray = (logsumexp((alpha - 1) * rdp, axis=0) - np.log(rdp.shape[0])) / (alpha - 1)
+    return array
 
 
 def gaussian_mixture_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
@@ -195,7 +199,7 @@ def gaussian_mixture_epsilon(mu: ArrayLike, delta: float) -> np.ndarray:
     _check_delta(delta)
     mu = np.asarray(mu, dtype=float)
     high = np.max(gaussian_epsilon(mu, delta), axis=0)
-    result = high.copy()
+    result: np.ndarray = high.copy()
     solve = np.flatnonzero(np.isfinite(high) & (high > 0))
     components = mu.reshape(mu.shape[0], -1)[:, solve]
     low, high = np.zeros(solve.size), high.ravel()[solve]
@@ -214,7 +218,8 @@ def _mixture_delta(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
     positive = mu > 0
     safe = np.where(positive, mu, 1.0)
     delta, _ = _profile(safe, np.broadcast_to(epsilon, mu.shape))
-    return np.where(positive, delta, 0.0).mean(axis=0)
+    array: np.ndarray = np.where(positive, delta, 0.0).mean(axis=0)
+    return array
 
 
 def _profile(mu: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

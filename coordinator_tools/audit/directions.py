@@ -118,7 +118,8 @@ def basic_upper(blocks: np.ndarray) -> np.ndarray:
     active = _active_steps(blocks)
     absolute = np.abs(blocks).sum(axis=(-2, -1)) * (1 + _rounding(blocks))
     largest = np.linalg.eigvalsh(blocks)[..., -1] + _eigen_error(blocks)
-    return np.minimum(absolute, active * largest * (1 + _rounding(blocks)))
+    array: np.ndarray = np.minimum(absolute, active * largest * (1 + _rounding(blocks)))
+    return array
 
 
 def sign_lower(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +220,8 @@ def _newton_step(blocks: np.ndarray, y: np.ndarray, mu: np.ndarray) -> tuple[np.
 
 def _slack(blocks: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Z = Diag(y) − X for every block."""
-    return y[..., None] * np.eye(blocks.shape[-1]) - blocks
+    array: np.ndarray = y[..., None] * np.eye(blocks.shape[-1]) - blocks
+    return array
 
 
 def dual_upper(blocks: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -228,7 +230,8 @@ def dual_upper(blocks: np.ndarray, y: np.ndarray) -> np.ndarray:
     any feasible G)."""
     slack = _slack(blocks, y)
     shortfall = np.maximum(-np.linalg.eigvalsh(slack)[..., 0], 0.0) + _eigen_error(slack)
-    return (np.maximum(y, 0.0) + shortfall[:, None]).sum(axis=-1) * (1 + _rounding(blocks))
+    array: np.ndarray = (np.maximum(y, 0.0) + shortfall[:, None]).sum(axis=-1) * (1 + _rounding(blocks))
+    return array
 
 
 def ascend(blocks: np.ndarray, starts: np.ndarray, *, target: np.ndarray) -> np.ndarray:
@@ -275,17 +278,20 @@ def _unit_factor(blocks: np.ndarray, rank: int) -> np.ndarray:
 
 def _enumerated_upper(blocks: np.ndarray) -> np.ndarray:
     """max sᵀXs over every sign vector, with its rounding: the exact value for scalar gradients."""
-    return sign_lower(blocks)[0] + np.abs(blocks).sum(axis=(-2, -1)) * _rounding(blocks)
+    array: np.ndarray = sign_lower(blocks)[0] + np.abs(blocks).sum(axis=(-2, -1)) * _rounding(blocks)
+    return array
 
 
 def _open(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Blocks whose ends are apart by more than rounding."""
-    return upper > lower + SETTLED_RTOL * np.abs(upper)
+    array: np.ndarray = upper > lower + SETTLED_RTOL * np.abs(upper)
+    return array
 
 
 def _value(blocks: np.ndarray, factors: np.ndarray) -> np.ndarray:
     """Σ_st X_st ⟨δ_s, δ_t⟩ for every start and block."""
-    return np.sum(factors * (blocks @ factors), axis=(-2, -1))
+    array: np.ndarray = np.sum(factors * (blocks @ factors), axis=(-2, -1))
+    return array
 
 
 def _unit_rows(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -296,18 +302,21 @@ def _unit_rows(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 def _active_steps(blocks: np.ndarray) -> np.ndarray:
     """How many steps of each block exist: rows with X_ss > 0 (a PSD row with X_ss = 0 is zero)."""
-    return np.count_nonzero(np.diagonal(blocks, axis1=-2, axis2=-1) > 0, axis=-1)
+    array: np.ndarray = np.count_nonzero(np.diagonal(blocks, axis1=-2, axis2=-1) > 0, axis=-1)
+    return array
 
 
 def _rounding(blocks: np.ndarray) -> float:
     """A relative bound on the float error of a sum over T² entries."""
     steps = blocks.shape[-1]
-    return 4.0 * steps * steps * EPS
+    number: float = 4.0 * steps * steps * EPS
+    return number
 
 
 def _eigen_error(matrices: np.ndarray) -> np.ndarray:
     """A bound on how far a symmetric eigensolver's eigenvalues are from the matrix's: c·T·eps·‖M‖_F."""
-    return 4.0 * matrices.shape[-1] * EPS * np.linalg.norm(matrices, axis=(-2, -1))
+    array: np.ndarray = 4.0 * matrices.shape[-1] * EPS * np.linalg.norm(matrices, axis=(-2, -1))
+    return array
 
 
 def _all_signs(steps: int) -> np.ndarray:

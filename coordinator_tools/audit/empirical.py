@@ -224,7 +224,7 @@ def _score_weights(canary_model: CanaryModel, rows: Sequence[int], observer: int
     projector = _complement(np.hstack(known))
     signal = projector @ planted[:, list(sources)]
     reduced = projector @ covariance @ projector
-    weights = np.linalg.pinv(reduced, hermitian=True) @ signal
+    weights: np.ndarray = np.linalg.pinv(reduced, hermitian=True) @ signal
     residual = signal - reduced @ np.linalg.lstsq(reduced, signal, rcond=None)[0]
     exposed = np.linalg.norm(residual, axis=0) > RANGE_RTOL * np.maximum(np.linalg.norm(signal, axis=0), 1e-300)
     weights[:, exposed] = residual[:, exposed]  # the view pins u's canary down: the noiseless direction decides
@@ -238,7 +238,8 @@ def _complement(known: np.ndarray) -> np.ndarray:
         return np.eye(rows)
     basis, singular, _ = np.linalg.svd(known, full_matrices=False)
     basis = basis[:, singular > singular[0] * max(known.shape) * np.finfo(float).eps]
-    return np.eye(rows) - basis @ basis.T
+    array: np.ndarray = np.eye(rows) - basis @ basis.T
+    return array
 
 
 def _outside_tests(found: Sequence[tuple[MessageKey, np.ndarray]], source: int, count: int

@@ -145,7 +145,7 @@ def view_geometry(
 
 def exact_mu(geometry: ViewGeometry, *, sigma: float, sensitivity: float) -> tuple[np.ndarray, np.ndarray]:
     """(μ at the lower end, μ at the upper end) of every pair at noise σ."""
-    return tuple(  # type: ignore[return-value]
+    return tuple(
         np.sqrt(squared_mu(p, sigma=sigma, sensitivity=sensitivity)) for p in (geometry.lower, geometry.upper)
     )
 
@@ -179,7 +179,8 @@ def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> 
 def ill_conditioned(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Pairs whose interval is wider than ILL_CONDITIONED_RTOL of its lower end (plus ATOL)."""
     with np.errstate(invalid="ignore"):
-        return upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL
+        array: np.ndarray = upper - lower > ILL_CONDITIONED_RTOL * lower + ILL_CONDITIONED_ATOL
+        return array
 
 
 def _scatter(target: np.ndarray, observer: int, view: ObserverView, values: object) -> None:
@@ -310,6 +311,7 @@ def _projection_diagonal(basis: fmpq_mat) -> list[fmpq]:
     """diag(Bᵀ (B Bᵀ)⁻¹ B): squared norms of the unit vectors projected on B's row space."""
     if basis.nrows() == 0:
         return [fmpq(0)] * basis.ncols()
-    solved = (basis * basis.transpose()).solve(basis, algorithm="dixon")
+    # python-flint's stubs leave out solve's `algorithm` argument, which its fmpq_mat.solve takes.
+    solved = (basis * basis.transpose()).solve(basis, algorithm="dixon")  # type: ignore[call-arg]
     rows = range(basis.nrows())
     return [sum((basis[i, k] * solved[i, k] for i in rows), fmpq(0)) for k in range(basis.ncols())]

@@ -117,7 +117,8 @@ class PairwiseLosses:
 
     @property
     def n(self) -> int:
-        return self.paper_rdp.shape[0]
+        count: int = self.paper_rdp.shape[0]
+        return count
 
     @property
     def exact_rdp(self) -> np.ndarray:

@@ -31,6 +31,7 @@ interval's lower end is NaN ("not computed": `exact_is_bound`, which every check
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 import numpy as np
 
@@ -60,7 +61,7 @@ LINEARIZED_SENTENCE = ("`linearized` holds every other node's gradient fixed, wh
                        "neither an upper nor a lower bound on what v learns: read `exact`, a proven bound.")
 EXACT_DEFINITION = (f"a proven upper bound, {THEOREM}; under {'; '.join(CONDITIONS)}. No certified value the view "
                     "reaches: the lower end is null")
-METHOD = "reachable steps"
+METHOD: Final = "reachable steps"
 
 
 def reachable_geometry(counts: np.ndarray) -> ViewGeometry:

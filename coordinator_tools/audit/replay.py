@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Generic, Literal, get_args
 
 import numpy as np
 from netdp.v1 import viewlog_pb2
@@ -39,7 +39,7 @@ from coordinator_tools.audit.payloads import (
     stripping_problem,
 )
 from coordinator_tools.audit.protocols import auditor_for, auditor_named
-from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun, RunT
 from coordinator_tools.audit.records import (
     Finding,
     MessageKey,
@@ -63,14 +63,14 @@ OPTIONAL_PEER_RECORDS = frozenset({"sent", "received", "token"})
 
 
 @dataclass(frozen=True)
-class Replay:
-    """Everything the auditor learned from a run directory."""
+class Replay(Generic[RunT]):
+    """Everything the auditor learned from a run directory (`RunT`: what its auditor rebuilds)."""
 
     rundir: Path
     topology: Topology
-    auditor: ProtocolAuditor
+    auditor: ProtocolAuditor[RunT]
     logs: Mapping[int, NodeLog]
-    realized: RealizedRun  # the auditor's transcript: a Transcript, an ExchangeSchedule, ...
+    realized: RunT  # the auditor's transcript: a Transcript, an ExchangeSchedule, ...
     node_problems: tuple[Finding, ...]  # about one node's log: missing, damaged, foreign, odd records
     consistency: tuple[Finding, ...]  # between logs, and inferences made to fill gaps
     private: PrivateSection | None = None

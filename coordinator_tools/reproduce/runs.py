@@ -2,11 +2,15 @@
 
 A reproduction's runs are experiments, not deployments: every node draws from the seeded
 simulation sampler and every seed is derived from the reproduction's base seed, so the same
-`--seed` gives the same runs, audits and figure.
+`--seed` gives the same runs, audits and figure. That is also what makes a reproduction
+resumable (`netdp reproduce --resume`): an audit already finished in its folder is the one the
+same seed would give again, so it is read back instead of rerun.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +19,8 @@ import pandas as pd
 from scipy import stats
 
 from coordinator_tools import api
+from coordinator_tools.audit.html import PAGE_FILE
+from coordinator_tools.audit.pairs_file import REPORT_FILE
 from node.topology import Topology
 
 
@@ -33,8 +39,17 @@ def audited_run(folder: Path, topology: Topology, *, noise_seed: int, data: Path
     folder/data, which the audit does not read (protocols that learn nothing refuse data).
     The attack is off unless `audit_options` asks for it: a reproduction compares the
     accountants' columns, and the attack would cost minutes on the papers' graph sizes.
+
+    An audit finished in `folder` (its page, written last, exists) is read back, not rerun; the
+    leftovers of one interrupted before that are removed and the run starts again.
     """
     folder = Path(folder)
+    finished = folder / "audit" / REPORT_FILE
+    if (folder / "audit" / PAGE_FILE).exists() and finished.exists():
+        return api.Audit(finished, json.loads(finished.read_text(encoding="utf-8")))
+    for leftover in ("run", "audit", "data"):
+        if (folder / leftover).is_dir() and not (leftover == "data" and data is not None):
+            shutil.rmtree(folder / leftover)
     inputs = data or api.write_data(api.synthetic_data(topology, seed=data_seed), folder / "data")
     run = api.run(topology, inputs, folder / "run", seed=noise_seed).check()
     return api.audit(run, folder / "audit", data=data, **{"attack_pairs": "none", **audit_options})

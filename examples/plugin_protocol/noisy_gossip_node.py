@@ -47,7 +47,7 @@ class NoisyGossipParams(NoisyVectorParams):
 class NoisyGossipNode:
     """One node's part: clip, then T rounds of noisy sends and plain mixing at the round barrier."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[NoisyGossipParams], value: np.ndarray) -> None:
         self._context = context
         self._value = value
         self._rounds = BarrierRounds(context)  # registers the round mailbox before the node serves anyone

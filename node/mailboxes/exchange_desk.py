@@ -107,13 +107,21 @@ class ExchangeDesk:
         self._pending: Pending | None = None
         self._settled: dict[str, bool] = {}  # responder: exchange id -> committed?
         self._decisions: dict[str, Decision] = {}  # initiator: exchange id -> where it stands
-        self._doubt: asyncio.Task | None = None
-        self._questions: set[asyncio.Task] = set()  # status questions asked, whose answers are still being taken
+        self._doubt: asyncio.Task[None] | None = None
+        # status questions asked, whose answers are still being taken
+        self._questions: set[asyncio.Task[str | None]] = set()
         self.committed = self.declined = self.aborted = 0
 
     def open(self, value: np.ndarray) -> None:
         """Start exchanging `value` (the node's noisy input)."""
         self.value = value
+
+    @property
+    def opened_value(self) -> np.ndarray:
+        """The value the desk holds now; only an opened desk has one."""
+        if self.value is None:
+            raise RuntimeError("the exchange desk has not been opened")
+        return self.value
 
     # --- initiator -----------------------------------------------------------------------
 
@@ -129,19 +137,19 @@ class ExchangeDesk:
             await self._journal.write(exchange_record(exchange_id, peer, self.sequence, "initiator", "proposed"))
             try:
                 reply = await self._outbox.call(peer, Message(PROPOSE, message_id), self._timeout_s,
-                                                reply_dimension=self.value.size)
+                                                reply_dimension=self.opened_value.size)
             except LinkError as exc:
                 return await self._abort(peer, message_id, f"no answer: {exc}")
-            if not _answers(reply, message_id, self.value.size):
+            if not _answers(reply, message_id, self.opened_value.size):
                 reason = f"unexpected answer {reply.kind!r} for exchange {reply.id.exchange_id!r}"
-                await self._journal.refused_reply(peer, reply, reason, kept_elements=self.value.size)
+                await self._journal.refused_reply(peer, reply, reason, kept_elements=self.opened_value.size)
                 return await self._abort(peer, message_id, reason)
             if reply.kind == DECLINE:
                 self._decide(exchange_id, False)
                 await self._journal.write(exchange_record(exchange_id, peer, self.sequence, "initiator", "declined"))
                 self.declined += 1
                 return "declined"
-            before_value = self.value
+            before_value = self.opened_value
             after = self._combine(before_value, reply.payload)
             await self._journal.write(
                 received_record(peer, reply),
@@ -193,7 +201,8 @@ class ExchangeDesk:
         async with self._state:
             pending = self._pending
             if pending is not None and pending.exchange_id == exchange_id:  # a retried proposal
-                reply = Message(ACCEPT, MessageId(sequence=pending.sequence, exchange_id=exchange_id), self.value)
+                reply = Message(ACCEPT, MessageId(sequence=pending.sequence, exchange_id=exchange_id),
+                                self.opened_value)
                 await self._journal.write(sent_record(sender, reply, REPLY))
                 return reply
             if exchange_id in self._settled:
@@ -207,7 +216,7 @@ class ExchangeDesk:
             await self._busy.acquire()
             self.sequence += 1
             self._pending = Pending(message.id, sender, self.sequence)
-            reply = Message(ACCEPT, MessageId(sequence=self.sequence, exchange_id=exchange_id), self.value)
+            reply = Message(ACCEPT, MessageId(sequence=self.sequence, exchange_id=exchange_id), self.opened_value)
             await self._journal.write(exchange_record(exchange_id, sender, self.sequence, "responder", "accepted"),
                                       sent_record(sender, reply, REPLY))
             self._doubt = asyncio.create_task(self._resolve_doubt(self._pending))
@@ -229,6 +238,7 @@ class ExchangeDesk:
             refusal = self._refusal(pending, sender, message)
             if refusal is not None:
                 raise refusal
+            assert pending is not None  # `_refusal` lets through only a decision on the pending exchange
             committed = message.kind in (COMMIT, COMMITTED)
             logged = [received_record(sender, message)] if committed or message.kind in STATUS_ANSWERS else []
             await self._close(pending, message.payload if committed else None, reason, logged)
@@ -250,7 +260,7 @@ class ExchangeDesk:
     async def _close(self, pending: Pending, initiator_value: np.ndarray | None, reason: str,
                      logged: list[viewlog_pb2.Record]) -> None:
         """Log and apply the decision on `pending` (committed: `initiator_value` given), under the state lock."""
-        after = None if initiator_value is None else self._combine(self.value, initiator_value)
+        after = None if initiator_value is None else self._combine(self.opened_value, initiator_value)
         await self._journal.write(*logged, exchange_record(
             pending.exchange_id, pending.initiator, pending.sequence, "responder",
             "aborted" if after is None else "committed", reason=reason, value_after=after))
@@ -283,9 +293,10 @@ class ExchangeDesk:
             question = asyncio.ensure_future(self._ask(pending))
             self._questions.add(question)
             question.add_done_callback(self._questions.discard)
-            failure = await asyncio.shield(question)
-            if failure is None:
+            answer = await asyncio.shield(question)
+            if answer is None:
                 return
+            failure = answer
             failures += bool(failure)
         async with self._state:
             if self._pending is pending:
@@ -295,7 +306,7 @@ class ExchangeDesk:
         """Ask the initiator once and take its answer, which is logged whatever becomes of it: received, or
         refused (malformed, or after the decision itself came). None once the exchange is settled; else why
         not: "" while the initiator is undecided, or why no usable answer came."""
-        initiator, dimension = pending.initiator, self.value.size
+        initiator, dimension = pending.initiator, self.opened_value.size
         query = Message(STATUS, MessageId(sequence=pending.sequence, exchange_id=pending.exchange_id))
         try:
             answer = await self._outbox.call(initiator, query, self._timeout_s, reply_dimension=dimension)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
@@ -30,9 +30,30 @@ from node.data import load_vector
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
+    from node.protocols.params import NoisyVectorParams
     from node.topology import Topology
 
 GraphShape = Literal["undirected", "directed", "erdos_renyi"]
+P = TypeVar("P", bound=BaseModel)  # a protocol's Params model
+D = TypeVar("D")  # what its `load` reads from a node's private data file
+
+
+@runtime_checkable
+class PublishedParams(Protocol):
+    """What netdp reads off every protocol's Params before it knows which protocol they are (`Topology.published`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int:
+        """The length of a node's output (its data coordinates)."""
+        ...
+
+    @property
+    def vector_length(self) -> int:
+        """The length of every vector the protocol sends (data coordinates, then any canary coordinates)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +70,7 @@ class ProtocolNode(Protocol):
     async def run(self) -> NodeOutput: ...
 
 
-def load_private_vector(path: Path, params: Any) -> np.ndarray:
+def load_private_vector(path: Path, params: NoisyVectorParams) -> np.ndarray:
     """The private vector of the averaging protocols, of the published dimension."""
     return load_vector(path, params.dimension)
 
@@ -72,13 +93,17 @@ class SweepShape:
 
 
 @dataclass(frozen=True)
-class ProtocolSpec:
-    """One protocol as a node sees it: checked when a topology is loaded, run by the node host."""
+class ProtocolSpec(Generic[P, D]):
+    """One protocol as a node sees it: checked when a topology is loaded, run by the node host.
+
+    `P` is its Params model (what `ProtocolContext[P].params` is), `D` the private data its `load` reads and its
+    `start` takes; the default `load` reads the private vector of a `NoisyVectorParams` protocol.
+    """
 
     name: str
-    params: type[BaseModel]
-    start: Callable[["ProtocolContext", Any], ProtocolNode]
-    load: Callable[[Path, Any], Any] = load_private_vector
+    params: type[P]
+    start: Callable[[ProtocolContext[P], D], ProtocolNode]
+    load: Callable[[Path, P], D] = load_private_vector  # type: ignore[assignment]  # the vector protocols' default
     resumable: bool = False  # a restarted node may rejoin its run from its logs
     graphs: frozenset[GraphShape] = frozenset({"undirected"})  # the graph shapes it runs on
     check_graph: Callable[["Topology"], None] = any_graph  # raises ValueError saying why this graph will not do
@@ -87,7 +112,7 @@ class ProtocolSpec:
 
 
 @dataclass(frozen=True)
-class ProtocolPlugin:
+class ProtocolPlugin(Generic[P, D]):
     """What one entry of the `netdp.protocols` group registers: the node's spec and the coordinator's parts.
 
     The coordinator's parts are "module:attribute" paths, imported only when a command needs them: `auditor`
@@ -95,7 +120,7 @@ class ProtocolPlugin:
     option per Params field, from the field's type, default and description) and `demo` (its `netdp demo`).
     """
 
-    spec: ProtocolSpec
+    spec: ProtocolSpec[P, D]
     auditor: str
     options: str | None = None
     demo: str | None = None

@@ -61,7 +61,7 @@ class BarrierRounds:
     schedule); a value from a node that is not a neighbour in that round's step is refused.
     """
 
-    def __init__(self, context: ProtocolContext, *, rounds_per_step: int = 1) -> None:
+    def __init__(self, context: ProtocolContext[object], *, rounds_per_step: int = 1) -> None:
         self._context = context
         self._rounds_per_step = rounds_per_step
         self._barrier = context.round_barrier(rounds_per_step=rounds_per_step)

@@ -41,7 +41,7 @@ class MuffliatoParams(NoisyVectorParams):
 class MuffliatoNode:
     """One node's part: clip, add noise once, then T rounds at the round barrier."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[MuffliatoParams], value: np.ndarray) -> None:
         self._context = context
         self._value = value
         self._rounds = BarrierRounds(context)

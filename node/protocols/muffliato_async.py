@@ -64,8 +64,15 @@ class MuffliatoAsyncParams(NoisyVectorParams):
 
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """A generous bound on a run: three times the clock's expected time, plus the wind-down."""
-        ticking = self.duration_s if self.duration_s is not None else self.exchanges / self.tick_rate
+        ticking = self.duration_s if self.duration_s is not None else self.exchanges_per_node / self.tick_rate
         return 3 * ticking + 4 * self.exchange_timeout_s + 2 * network.round_deadline_s
+
+    @property
+    def exchanges_per_node(self) -> int:
+        """The ticks each node makes, in a run stopped by their number (not by `duration_s`)."""
+        if self.exchanges is None:
+            raise ValueError("this run is stopped by duration_s, not by a number of exchanges")
+        return self.exchanges
 
     @model_validator(mode="after")
     def _one_stopping_rule(self) -> "MuffliatoAsyncParams":
@@ -77,6 +84,8 @@ class MuffliatoAsyncParams(NoisyVectorParams):
 def activation(topology: Topology, node: int) -> tuple[tuple[int, ...], np.ndarray]:
     """A node's neighbours and the probability of picking each on a tick; the planner draws schedules with it too."""
     neighbours = topology.neighbours[node]
+    if not isinstance(topology.protocol, MuffliatoAsyncParams):
+        raise ValueError(f"{topology.protocol_name} nodes have no {PROTOCOL_NAME} activation")
     if topology.protocol.activation == "uniform":
         return neighbours, np.full(len(neighbours), 1.0 / len(neighbours))
     row = topology.weight_row(node)
@@ -86,13 +95,14 @@ def activation(topology: Topology, node: int) -> tuple[tuple[int, ...], np.ndarr
 
 def average(own: np.ndarray, peer: np.ndarray) -> np.ndarray:
     """The pairwise update of randomized gossip: both ends take the pair's mean."""
-    return (own + peer) / 2.0
+    mean: np.ndarray = (own + peer) / 2.0
+    return mean
 
 
 class MuffliatoAsyncNode:
     """One node's part: noise once, tick on a Poisson clock, exchange with a drawn neighbour."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[MuffliatoAsyncParams], value: np.ndarray) -> None:
         self._context = context
         self._value = value
         params = context.params
@@ -112,7 +122,7 @@ class MuffliatoAsyncNode:
                                 CustodyDelivery(context.network.send_attempts), context.network.round_deadline_s)
         await self._wait_for_neighbours()
         await self._desk.drain()
-        return NodeOutput(self._desk.value, ticks)
+        return NodeOutput(self._desk.opened_value, ticks)
 
     async def _tick(self) -> int:
         """Run the node's Poisson clock until its stopping rule; return the ticks made."""
@@ -121,7 +131,8 @@ class MuffliatoAsyncNode:
         neighbours, weights = activation(self._context.topology, self._context.node_id)
         stop_at = None if params.duration_s is None else time.monotonic() + params.duration_s
         ticks = 0
-        while stop_at is None and ticks < params.exchanges or stop_at is not None and time.monotonic() < stop_at:
+        while (stop_at is None and ticks < params.exchanges_per_node
+               or stop_at is not None and time.monotonic() < stop_at):
             await asyncio.sleep(rng.exponential(1.0 / (params.tick_rate * self._context.clock_speedup)))
             peer = int(rng.choice(neighbours, p=weights))
             tick = ticks

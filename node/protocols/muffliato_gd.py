@@ -52,7 +52,7 @@ class MuffliatoGDParams(LearningParams):
 class MuffliatoGDNode:
     """One node's part: T noisy gradient steps, each followed by K gossip rounds on the step's graph."""
 
-    def __init__(self, context: ProtocolContext, local: LocalData) -> None:
+    def __init__(self, context: ProtocolContext[MuffliatoGDParams], local: LocalData) -> None:
         self._context = context
         self._data = local
         self._rounds = BarrierRounds(context, rounds_per_step=context.params.gossip_rounds)

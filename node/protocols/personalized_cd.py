@@ -130,7 +130,7 @@ class PersonalizedCDParams(BaseModel):
         if self.budget_split != "equal" and not self.private:
             raise ValueError(f"budget_split {self.budget_split!r} needs a private run: set epsilon too")
         if self.warm_start_epsilon is not None:
-            if not self.private:
+            if self.epsilon is None:
                 raise ValueError("a private warm start needs a private run: set epsilon too")
             smallest = min([self.epsilon, *(budget.epsilon for budget in self.budgets)])
             if self.warm_start_epsilon >= smallest:
@@ -198,13 +198,20 @@ class PersonalizedCDParams(BaseModel):
 def _release_epsilons(epsilon: float, delta: float, updates: int, split: BudgetSplit, curvature_ratio: float | None,
                       n: int, warm_start: float | None) -> tuple[float, ...]:
     """The warm start's ε (if any), then the updates' shares of what remains (cached: every agent asks)."""
-    shape = np.ones(updates) if split == "equal" else proposition2_shape(updates, n, curvature_ratio)
-    first = () if warm_start is None else (warm_start,)
+    if split == "equal":
+        shape = np.ones(updates)
+    elif curvature_ratio is None:
+        raise ValueError("budget_split 'proposition2' goes with curvature_ratio")
+    else:
+        shape = proposition2_shape(updates, n, curvature_ratio)
+    first: tuple[float, ...] = () if warm_start is None else (warm_start,)
     return first + proportional_split(epsilon, delta, shape, first)
 
 
 def check_topology(topology: Topology) -> None:
     """Every agent named in `budgets` is a node of the topology."""
+    if not isinstance(topology.protocol, PersonalizedCDParams):
+        raise ValueError(f"{PROTOCOL_NAME} checks its own topologies, not {topology.protocol_name}'s")
     outside = [budget.node for budget in topology.protocol.budgets if budget.node >= topology.n]
     if outside:
         raise ValueError(f"budgets name node {outside[0]}, which does not exist (n = {topology.n})")
@@ -225,11 +232,11 @@ def inputs_record(step: int, inputs: dict[int, Latest]) -> viewlog_pb2.Record:
 class PersonalizedCDNode:
     """One agent's part: wake up, pay, update with the neighbours' latest models, broadcast."""
 
-    def __init__(self, context: ProtocolContext, local: LocalData) -> None:
+    def __init__(self, context: ProtocolContext[PersonalizedCDParams], local: LocalData) -> None:
         self._context = context
         params = context.params
         self._problem = AgentProblem.of(params, context.topology, context.node_id, local)
-        self._models = context.latest_values(MODEL, last_sequence=context.topology.protocol.releases)
+        self._models = context.latest_values(MODEL, last_sequence=params.releases)
         logged = context.journal.resumed  # a restarted agent's own view log, read back
         self._resumed = None if logged is None else read_progress(logged, MODEL)
         for sender, latest in () if self._resumed is None else self._resumed.received:
@@ -271,6 +278,7 @@ class PersonalizedCDNode:
         local = self._initial.copy()  # no canaries: only the warm start's noise in their coordinates
         local[: context.params.dimension] = self._problem.local_model()
         scale, spent = context.noise.laplace_scale(self._problem.warm_start_sensitivity, epsilon)
+        assert self._ledger is not None  # a warm start is private (the Params say so), so the agent has a budget
         await self._ledger.spend(0, spent)
         await context.journal.private_input(local, False)
         theta = await context.noise.laplace(local, scale, step=0, purpose=WARM_START_PURPOSE)
@@ -307,6 +315,7 @@ class PersonalizedCDNode:
             noisy = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)
         else:
             epsilon = params.step_epsilon(context.node_id, step, context.topology.n)
+            assert epsilon is not None  # an agent with a budget is in a private run
             scale, spent = context.noise.laplace_scale(problem.sensitivity, epsilon)
             await self._ledger.spend(params.warm_start_releases + step, spent, alongside=(inputs_record(step, inputs),))
             contribution = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)

@@ -21,7 +21,7 @@ ENTRY_POINT_GROUP = "netdp.protocols"
 
 
 @cache
-def plugins() -> Mapping[str, ProtocolPlugin]:
+def plugins() -> Mapping[str, ProtocolPlugin[Any, Any]]:
     """Every registered protocol by name, loaded once; a broken or clashing entry is a ConfigError naming it."""
     return load_group(ENTRY_POINT_GROUP, ProtocolPlugin, "protocol")
 
@@ -31,7 +31,7 @@ def protocol_names() -> tuple[str, ...]:
     return tuple(plugins())
 
 
-def protocol_plugin(name: str) -> ProtocolPlugin:
+def protocol_plugin(name: str) -> ProtocolPlugin[Any, Any]:
     """The protocol called `name`; a one-line error naming the known ones otherwise."""
     try:
         return plugins()[name]
@@ -39,12 +39,12 @@ def protocol_plugin(name: str) -> ProtocolPlugin:
         raise ConfigError(f"unknown protocol {name!r}; this node runs {', '.join(sorted(plugins()))}") from None
 
 
-def protocol_spec(name: str) -> ProtocolSpec:
+def protocol_spec(name: str) -> ProtocolSpec[Any, Any]:
     """The node's side of the protocol called `name`."""
     return protocol_plugin(name).spec
 
 
-def protocol_specs() -> tuple[ProtocolSpec, ...]:
+def protocol_specs() -> tuple[ProtocolSpec[Any, Any], ...]:
     """The node's side of every registered protocol, in registration order."""
     return tuple(plugin.spec for plugin in plugins().values())
 

@@ -154,8 +154,10 @@ class RingHistogramParams(BaseModel):
 def check_topology(topology: Topology) -> None:
     """The public ring (as ring-sum's), and a γ that is its published target's calibration by Thm 2's proof."""
     ring_sum.check_graph(topology)
-    params: RingHistogramParams = topology.protocol
-    if params.target_epsilon is not None:
+    params = topology.protocol
+    if not isinstance(params, RingHistogramParams):
+        raise ValueError(f"{PROTOCOL_NAME} checks its own topologies, not {topology.protocol_name}'s")
+    if params.target_epsilon is not None and params.target_delta is not None:
         expected = calibrate_gamma(topology.n, params.categories, params.target_epsilon, params.target_delta,
                                    params.cycles)
         if not math.isclose(params.gamma, expected, rel_tol=GAMMA_RTOL):
@@ -173,10 +175,10 @@ def load_category(path: Path, params: Any) -> int:
     return int(value)
 
 
-class RingHistogramNode(ring_sum.RingTokenNode):
+class RingHistogramNode(ring_sum.RingTokenNode[RingHistogramParams]):
     """One node's part: RR_γ of its category at each visit, the initial random elements at node 0."""
 
-    def __init__(self, context: ProtocolContext, category: int) -> None:
+    def __init__(self, context: ProtocolContext[RingHistogramParams], category: int) -> None:
         super().__init__(context)
         self._category = category
         params = context.params

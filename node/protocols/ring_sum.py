@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -49,6 +49,7 @@ from node.protocols.token_sum import (
     Contributor,
     Deadline,
     Farewell,
+    HopCounted,
     TokenSumParams,
     TokenWalkError,
 )
@@ -94,6 +95,19 @@ class RingSumParams(TokenSumParams):
         return [sigma for sigma in sigmas if sigma is not None]
 
 
+class RingParams(HopCounted, Protocol):
+    """What a ring token node reads off its protocol's Params (ring-sum's and ring-histogram's)."""
+
+    @property
+    def cycles(self) -> int: ...
+
+    @property
+    def vector_length(self) -> int: ...
+
+
+RP = TypeVar("RP", bound=RingParams)
+
+
 def successor(node: int, n: int) -> int:
     return (node + 1) % n
 
@@ -104,7 +118,7 @@ def check_graph(topology: Topology) -> None:
     ring = {frozenset((v, successor(v, n))) for v in range(n)}
     links = {frozenset(link) for link in topology.edge_weights}
     if links != ring or any(successor(v, n) not in topology.out_neighbours[v] for v in range(n)):
-        raise ValueError(f"{topology.protocol.name} passes its token round the public ring 0 -> 1 -> ... -> {n - 1} "
+        raise ValueError(f"{topology.protocol_name} passes its token round the public ring 0 -> 1 -> ... -> {n - 1} "
                          "-> 0 and this graph is not that ring; publish one with `netdp topology generate ring`")
 
 
@@ -134,7 +148,7 @@ async def pass_on(slot: TokenSlot, peer: int, token: Token, value: np.ndarray, d
         await asyncio.sleep(min(RETRY_PAUSE_S, deadline.remaining()))
 
 
-class RingTokenNode:
+class RingTokenNode(Generic[RP]):
     """One node's part of a ring token walk: K contributions as the token passes, then the result passed on once.
 
     What a node adds at its visit (`_contribute`), what the originator starts the token with
@@ -142,7 +156,7 @@ class RingTokenNode:
     custody, the ring's admit rule, deadlines and the farewell are shared (ring-sum, ring-histogram).
     """
 
-    def __init__(self, context: ProtocolContext) -> None:
+    def __init__(self, context: ProtocolContext[RP]) -> None:
         self._context = context
         params, n, node = context.params, context.topology.n, context.node_id
         self._n, self._node = n, node
@@ -203,10 +217,10 @@ class RingTokenNode:
         return NodeOutput(self._output(result.value), self._context.params.cycles)
 
 
-class RingSumNode(RingTokenNode):
+class RingSumNode(RingTokenNode[RingSumParams]):
     """Ring real summation: each visit adds the clipped input, plus noise where `noise_sigma` says."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[RingSumParams], value: np.ndarray) -> None:
         super().__init__(context)
         self._contributor = Contributor(context, value)
 

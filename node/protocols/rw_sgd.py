@@ -74,7 +74,7 @@ class RwSgdParams(LearningParams):
 class RwSgdNode:
     """One node's part: a noisy step at each visit of the model, then the end notice."""
 
-    def __init__(self, context: ProtocolContext, local: LocalData) -> None:
+    def __init__(self, context: ProtocolContext[RwSgdParams], local: LocalData) -> None:
         self._context = context
         self._data = local
         self._slot = context.token_slot(TOKEN, anonymous=context.params.sender == "anonymous", admit=self._admit)

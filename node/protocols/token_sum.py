@@ -110,7 +110,7 @@ class Farewell:
     The first notice also tells a waiting node that the walk ended without it (`came`).
     """
 
-    def __init__(self, context: ProtocolContext) -> None:
+    def __init__(self, context: ProtocolContext[object]) -> None:
         self._context = context
         self._heard: set[int | None] = set()
         self._news = asyncio.Event()
@@ -144,7 +144,7 @@ class Farewell:
 class Contributor:
     """A node's contributions to the token: its clipped input, plus noise when the protocol's rule says so."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[NoisyVectorParams], value: np.ndarray) -> None:
         self._context = context
         self._input, self._clipped = clip_to_ball(value, context.clip_bound(context.params.sensitivity / 2.0))
 
@@ -152,9 +152,10 @@ class Contributor:
         """τ + x_u (+ N(0, σ² I) unless `sigma` is None); the input and the draw go to the private log."""
         context = self._context
         contribution = await context.contribution(self._input, self._clipped, sensitivity=context.params.sensitivity)
-        if sigma is None:
-            return token + contribution
-        return token + await context.noise.gaussian(contribution, sigma, step=visit, purpose=NOISE_PURPOSE)
+        if sigma is not None:
+            contribution = await context.noise.gaussian(contribution, sigma, step=visit, purpose=NOISE_PURPOSE)
+        carried: np.ndarray = token + contribution
+        return carried
 
 
 async def hand_on_drawn(slot: TokenSlot, token: Token, value: np.ndarray, weights: Mapping[int, float], *,

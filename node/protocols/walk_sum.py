@@ -83,7 +83,7 @@ def check_graph(topology: Topology) -> None:
 class WalkSumNode:
     """One node's part: a contribution at every visit of the token, then the result."""
 
-    def __init__(self, context: ProtocolContext, value: np.ndarray) -> None:
+    def __init__(self, context: ProtocolContext[WalkSumParams], value: np.ndarray) -> None:
         self._context = context
         self._contributor = Contributor(context, value)
         self._slot = context.token_slot(TOKEN, admit=self._admit)
@@ -118,6 +118,7 @@ class WalkSumNode:
             if held is None:
                 held = await self._next_visit(deadline)
                 if held is None:
+                    assert self._result is not None  # `_next_visit` gives no visit only once the result came
                     output = self._result
                     break
             value = await self._contributor.add(held.value, params.sigma, visits)

@@ -37,7 +37,7 @@ HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 
 
-class PeerServicer(peer_pb2_grpc.PeerServicer):
+class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generated without stubs
     """Turns gRPC calls into Receiver.accept calls of the hosted ids and refusals into gRPC statuses."""
 
     def __init__(self, receivers: Mapping[int, Receiver], authenticate: Authenticator | None,

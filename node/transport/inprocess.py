@@ -17,7 +17,7 @@ from netdp.v1 import peer_pb2
 from node.breaks import Breaks
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import GaussianSampler, NodeSamplers
-from node.receiver import Receiver
+from node.receiver import Receiver, Reply
 from node.refusal import Refusal
 from node.topology import NetworkParams, Topology
 from node.transport.base import LinkError
@@ -36,14 +36,17 @@ class InProcessLink:
     async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
                    ) -> tuple[peer_pb2.Envelope, bytes]:
         reply = await self._accept(envelope, data, timeout_s)
-        return reply or self._receiver.acknowledgement(envelope)
+        if reply is not None:
+            return reply
+        assert self._receiver is not None  # `_accept` went through it
+        return self._receiver.acknowledgement(envelope)
 
     async def ping(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
         """A peer in this process answers while it runs: no message needs to go through its receiver."""
         if self._receiver is None:
             raise LinkError("UNAVAILABLE", "peer is not running")
 
-    async def _accept(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float):
+    async def _accept(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> Reply:
         if self._receiver is None:  # an absent peer never comes up, so waiting for it is pointless
             raise LinkError("UNAVAILABLE", "peer is not running")
         try:
@@ -72,7 +75,7 @@ async def run_inprocess(
     return_exceptions: bool = False,
     network: NetworkParams | None = None,
     breaks: Mapping[int, Breaks] = MappingProxyType({}),
-) -> dict[int, NodeOutcome]:
+) -> dict[int, NodeOutcome | BaseException]:
     """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>.
 
     `sampler_for(v)` gives node v's Gaussian sampler, or all its samplers (`make_samplers`) as a

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coordinator_tools.cli import main
@@ -38,4 +39,43 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert 0.0 <= rows["budgets where non-private CD is at least as accurate as private CD (fraction)"][
         "measured"] <= 1.0
     assert set(result["seeds"]) == {"task", "eps1_noise", "eps5_noise", "non_private_noise"}
-    assert len(result["runs"]) == 6 and len(result["figures"]) == 2
+    assert len(result["runs"]) == 2 * (3 + 2 * 2) and len(result["figures"]) == 2
+    # T_i is tuned per budget on the validation half of the held-out points: the best validation accuracy wins
+    for budget in budgets:
+        validation = {updates: json.loads((out / f"eps{budget:g}-T{updates}-validation" / "audit" / "report.json")
+                                          .read_text())["utility"]["private"] for updates in (1, 5)}
+        chosen = max(validation, key=lambda updates: (validation[updates], -updates))
+        assert rows[f"budget {budget:g}: T_i chosen on the validation split"]["measured"] == chosen
+        topology = json.loads((out / f"eps{budget:g}" / "run" / "topology.json").read_text())
+        assert topology["protocol"]["updates"] == chosen
+    held_out = [np.load(out / folder / "test.npz")["y"].size for folder in ("validation", "data")]
+    assert held_out[0] == held_out[1] > 0
+    assert rows["agents"]["verdict"] == "differs (stated deviation)"
+    assert {deviation["aspect"] for deviation in result["deviations"]} >= {"dataset", "n", "rounds", "warm start"}
+    kinds = ("reproduced", "differs (stated deviation)", "finding", None)
+    assert all(row["verdict"] in kinds for row in result["rows"])
+    few, many = result["statement_vs_proof"]
+    # Thm 1 as printed (log(e + sqrt(sum eps^2 / delta))) against Kairouz et al.'s log(e + sqrt(sum eps^2) / delta)
+    eps = [_equal_split(5.0, math.exp(-5), 100)] * 100
+    assert many["proof_value"] == pytest.approx(5.0, rel=1e-9)
+    assert many["statement_value"] == pytest.approx(_printed(eps, math.exp(-5)), rel=1e-9)
+    assert many["statement_value"] == pytest.approx(4.027, abs=1e-3)
+    assert few["statement_value"] == pytest.approx(few["proof_value"]) == pytest.approx(5.0)  # the plain sum binds
+
+
+def _printed(eps: list[float], delta: float) -> float:
+    squares, drift = sum(e * e for e in eps), sum(e * (math.exp(e) - 1) / (math.exp(e) + 1) for e in eps)
+    return min(sum(eps), drift + math.sqrt(2 * squares * math.log(math.e + math.sqrt(squares / delta))),
+               drift + math.sqrt(2 * squares * math.log(1 / delta)))
+
+
+def _equal_split(budget: float, delta: float, updates: int) -> float:
+    """The largest equal eps whose Kairouz et al. Thm 3.5 composition over `updates` is within the budget."""
+    def composed(e: float) -> float:
+        squares, drift = updates * e * e, updates * e * (math.exp(e) - 1) / (math.exp(e) + 1)
+        return min(updates * e, drift + math.sqrt(2 * squares * math.log(math.e + math.sqrt(squares) / delta)),
+                   drift + math.sqrt(2 * squares * math.log(1 / delta)))
+    low, high = 0.0, budget
+    for _ in range(200):
+        low, high = ((low + high) / 2, high) if composed((low + high) / 2) <= budget else (low, (low + high) / 2)
+    return low

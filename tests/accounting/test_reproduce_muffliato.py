@@ -76,6 +76,15 @@ def test_fig1a_quick_puts_the_hypercube_losses_computed_here_beside_the_ldp_line
     assert rows["hypercube: pairs where Thm 1 undercounts the exact loss"]["measured"] == pytest.approx(
         np.mean(paper[off] < exact[off] * (1 - 1e-6)))
     assert rows["hypercube: Thm 1 bound vs hop distance (Spearman)"]["measured"] == pytest.approx(-1.0)
+    assert rows["hypercube: Thm 1 bound vs hop distance (Spearman)"]["verdict"] == "reproduced"
+    # Thm 1 below the exact loss on the paper's own graph and rounds is a finding, and so is a far observer that
+    # reconstructs the noisy input (its exact loss is the LDP loss, 1)
+    assert np.mean(paper[off] < exact[off] * (1 - 1e-6)) > 0
+    assert rows["hypercube: pairs where Thm 1 undercounts the exact loss"]["verdict"] == "finding"
+    reconstructs = rows["hypercube: pairs beyond hop 1 whose observer reconstructs the source's noisy input"]
+    far = off & (hops > 1)
+    assert reconstructs["verdict"] == "finding" and 0 < reconstructs["measured"] <= np.mean(exact[far] > 1 - 1e-6)
+    assert document["verdict"] == "finding" and {d["aspect"] for d in document["deviations"]} >= {"n", "clipping"}
     # the LDP line: alpha Delta^2 / (2 sigma^2) = 1 at the paper code's parameters, published and measured
     for graph in ("hypercube", "erdos_renyi"):
         ldp = rows[f"{graph}: local DP loss"]
@@ -104,9 +113,34 @@ def test_fig1bc_quick_sets_graphs_drawn_per_step_beside_a_fixed_graph_and_a_trus
         assert 0 < rows["central DP eps"] < mean <= rows["local DP eps"] * (1 + 1e-9)
         assert 0 < rows[f"graphs drawn per step: worst pair eps / LDP eps, {label}"] <= 1 + 1e-9
     assert 0 <= rows[UNDER_LINEARIZED] <= 1
+    verdicts = {row["quantity"]: row["verdict"] for row in document["rows"]}
+    assert verdicts[UNDER_LINEARIZED] == ("finding" if rows[UNDER_LINEARIZED] > 0 else "reproduced")
+    assert {d["aspect"] for d in document["deviations"]} >= {"dataset", "n", "rounds", "clipping"}
+    [clipping] = [d for d in document["deviations"] if d["aspect"] == "clipping"]
+    assert "not differentially private" in clipping["paper"] and "before the noise" in clipping["netdp"]
     accuracies = [rows[f"final test accuracy: {who}"] for who in ("Muffliato-GD (netdp run)", "trusted aggregator",
                                                                    "local DP")]
     assert all(0 <= value <= 1 for value in accuracies)
     assert rows["final accuracy, netdp run minus trusted aggregator"] == pytest.approx(accuracies[0] - accuracies[1])
     assert document["figures"] == ["fig1c_schedules_and_utility.png"]
     assert set(document["seeds"]) == {"schedule", "data", "noise"}
+
+
+def test_an_interrupted_fig1a_resumes_keeping_the_finished_graph(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fig1a"
+    first = _reproduce("muffliato-fig1a", out, seed=2)
+    kept = (out / "hypercube" / "audit" / "report.json").stat().st_mtime_ns
+    # interrupted during the second graph's audit: its page (written last) and the result are missing
+    (out / "erdos_renyi" / "audit" / "index.html").unlink()
+    (out / "result.json").unlink()
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--seed", "2"]) != 0
+    assert "--resume" in capsys.readouterr().err.replace("\n", " ")
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--seed", "3", "--resume"]) != 0
+    assert "same name, scale and seed" in " ".join(capsys.readouterr().err.split())
+    assert main(["reproduce", "muffliato-fig1a", "--scale", "quick", "--out", str(out), "--resume"]) == 0
+    resumed = json.loads((out / "result.json").read_text())
+    assert (out / "hypercube" / "audit" / "report.json").stat().st_mtime_ns == kept
+    assert (out / "erdos_renyi" / "audit" / "index.html").exists() and resumed["seed"] == 2
+    assert [(row["quantity"], row["measured"]) for row in resumed["rows"]] == \
+        [(row["quantity"], row["measured"]) for row in first["rows"]]

@@ -64,6 +64,17 @@ def proposal(initiator: int, sequence: int) -> Message:
     return Message(PROPOSE, MessageId(sequence=sequence, exchange_id=f"{initiator}-{sequence}"))
 
 
+async def test_a_desk_has_a_value_to_exchange_only_once_opened(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=1))
+    desk = ExchangeDesk(1, average, journal, UnreachableOutbox(), timeout_s=0.01, attempts=2)
+    with pytest.raises(RuntimeError, match="has not been opened"):
+        await desk.initiate(0)
+    assert (await desk.on_propose(0, proposal(0, 1))).kind == DECLINE  # a proposal before `open` is declined
+    desk.open(np.array([2.0, 4.0]))
+    assert np.array_equal(desk.opened_value, [2.0, 4.0])
+    journal.close()
+
+
 async def test_a_busy_desk_declines_and_a_commit_applies_the_average_once(desk):
     accepted = await desk.on_propose(0, proposal(0, 1))
     assert accepted.kind == ACCEPT and np.array_equal(accepted.payload, [2.0, 4.0])

@@ -107,6 +107,22 @@ def test_the_topology_validates_a_registered_protocols_params_by_name() -> None:
 
 
 @pytest.mark.usefixtures("with_echo")
+def test_what_netdp_reads_off_any_protocols_params_is_checked_when_it_is_read() -> None:
+    document = {"run_id": "echo", "graph": "path", "nodes": [{"id": 0, "address": "127.0.0.1:6000"},
+                                                              {"id": 1, "address": "127.0.0.1:6001"}],
+                "edges": [{"u": 0, "v": 1, "weight": 0.5}], "spectral_gap": 1.0, "gamma": 1.0,
+                "protocol": {"name": "echo"}}
+    loaded = topology.Topology.model_validate(document)
+    assert loaded.protocol_name == "echo"
+    with pytest.raises(TypeError, match="EchoParams lacks a name, dimension or vector_length"):
+        _ = loaded.published  # a node needs the vector length of what it receives: echo publishes none
+    muffliato = loaded.model_copy(update={"protocol": MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0,
+                                                                      dimension=3, canaries=2, rounds=1)})
+    assert (muffliato.published.name, muffliato.published.dimension, muffliato.published.vector_length) == (
+        "muffliato", 3, 5)
+
+
+@pytest.mark.usefixtures("with_echo")
 def test_a_protocol_runs_only_on_the_graph_shapes_it_registers(monkeypatch: pytest.MonkeyPatch) -> None:
     document = {"run_id": "echo", "graph": "path", "nodes": [{"id": 0, "address": "127.0.0.1:6000"},
                                                               {"id": 1, "address": "127.0.0.1:6001"}],

@@ -139,6 +139,12 @@ def test_chebyshev_omega_matches_its_closed_form(gap: float) -> None:
     assert 1.0 <= omega < 2.0
 
 
+@pytest.mark.parametrize("gap", [None, 0.0, 1.5])
+def test_chebyshev_omega_needs_a_spectral_gap_in_the_unit_interval(gap: float | None) -> None:
+    with pytest.raises(ValueError, match="spectral gap must be in"):
+        chebyshev_omega(gap)
+
+
 def test_chebyshev_omega_decreases_from_two_to_its_value_at_gap_one() -> None:
     gaps = np.linspace(1e-4, 1.0, 50)
     omegas = [chebyshev_omega(g) for g in gaps]

@@ -8,6 +8,7 @@ An auditor is imported the first time an audit asks for it.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from netdp.v1 import viewlog_pb2
@@ -16,7 +17,7 @@ from node.protocols.registry import load_attribute, plugins
 
 
 @cache
-def registered_auditor(protocol: str) -> ProtocolAuditor:
+def registered_auditor(protocol: str) -> ProtocolAuditor[Any]:
     """The auditor the protocol called `protocol` registers (imported once)."""
     plugin = plugins()[protocol]
     auditor = load_attribute(plugin.auditor)
@@ -26,7 +27,7 @@ def registered_auditor(protocol: str) -> ProtocolAuditor:
     return auditor
 
 
-def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor:
+def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor[Any]:
     """The auditor that reads logs with this header; ConfigError naming the protocol otherwise.
 
     The protocol the header names is asked first: another protocol's auditor is imported only if it does not read it.
@@ -38,6 +39,6 @@ def auditor_for(header: viewlog_pb2.RunHeader) -> ProtocolAuditor:
     raise ConfigError(f"protocol {header.protocol!r} has no auditor; netdp audits {', '.join(plugins())}")
 
 
-def auditor_named(protocol: str) -> ProtocolAuditor:
+def auditor_named(protocol: str) -> ProtocolAuditor[Any]:
     """The auditor of the protocol a topology names."""
     return auditor_for(viewlog_pb2.RunHeader(protocol=protocol))

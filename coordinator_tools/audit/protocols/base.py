@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, Unpack
 
 from netdp.v1 import viewlog_pb2
 
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 class RealizedRun(Protocol):
     """A protocol's transcript of what really happened (or was planned): what reports read."""
 
-    protocol: str
+    @property
+    def protocol(self) -> str: ...
 
     @property
     def topology(self) -> Topology: ...
@@ -47,6 +48,9 @@ class RealizedRun(Protocol):
     def node_summary(self, node: int) -> dict[str, object]:
         """Protocol facts about one node for the replay's per-node summary."""
         ...
+
+
+RunT = TypeVar("RunT", bound=RealizedRun)  # the realized run an auditor rebuilds and accounts
 
 
 def run_header(topology: Topology) -> dict[str, object]:
@@ -70,8 +74,8 @@ class OnTopology:
         return self.topology.n
 
 
-class ProtocolAuditor(ABC):
-    """The audit of one protocol: record rules, transcript rebuild, accounting, checks, planning."""
+class ProtocolAuditor(ABC, Generic[RunT]):
+    """The audit of one protocol: record rules, transcript rebuild, accounting, checks, planning (`RunT`: its run)."""
 
     name: ClassVar[str]
     public_records: ClassVar[frozenset[str]]  # record kinds its nodes write to view.log
@@ -108,23 +112,23 @@ class ProtocolAuditor(ABC):
         return f"{inputs} inputs, expected {expected}" if inputs != expected else None
 
     @abstractmethod
-    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> RealizedRun:
+    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> RunT:
         """The realized transcript; inferences and inconsistencies are appended to `findings`."""
 
     @abstractmethod
-    def account(self, run: Any, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
+    def account(self, run: RunT, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         """Every column for every pair of `run` (this protocol's realized run)."""
 
     @abstractmethod
-    def checks(self, replay: Replay) -> list[Check]:
+    def checks(self, replay: Replay[RunT]) -> list[Check]:
         """The protocol's own checks of a replay (with private logs: the payloads recomputed)."""
 
     @abstractmethod
-    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+    def report_extras(self, replay: Replay[RunT], losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         """Top-level report keys this protocol adds to an audit."""
 
-    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
+    def utility(self, replay: Replay[RunT], data_dir: Path) -> dict[str, object]:
         """The report's `utility` block from the run's data folder; only learning protocols have one."""
         raise ConfigError(f"--data gives a learning run's data for its utility block; {self.name} learns nothing")
 
@@ -137,7 +141,7 @@ class ProtocolAuditor(ABC):
         (half the sensitivity for an input, C for a step gradient); None: no such bound is checkable."""
         return topology.protocol.sensitivity / 2.0
 
-    def canary_model(self, run: Any, planted: PlantedCanaries) -> CanaryModel | None:
+    def canary_model(self, run: RunT, planted: PlantedCanaries) -> CanaryModel | None:
         """The run's canary coordinates as the model's rows, each named as its receiver logs it (`empirical`), once
         the nodes' canary records are read (`planted`: a protocol whose rows depend on what only they say, such as a
         personalized-CD agent's m_i, reads it there); None: this protocol's canaries are not audited."""

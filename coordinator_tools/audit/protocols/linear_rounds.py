@@ -77,7 +77,7 @@ def draws_per_node(model: LinearGaussianModel) -> np.ndarray:
     return np.bincount(np.asarray(model.owners, dtype=int), minlength=model.n)
 
 
-class LinearRoundAuditor(ProtocolAuditor):
+class LinearRoundAuditor(ProtocolAuditor[Transcript]):
     """A synchronous round protocol whose values are linear in inputs and Gaussian draws: subclasses give the rows."""
 
     noise_purpose: ClassVar[str]  # the purpose its nodes log every draw under

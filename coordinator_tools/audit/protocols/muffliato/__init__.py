@@ -37,7 +37,7 @@ from node.topology import Topology
 if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
 
-class MuffliatoAuditor(ProtocolAuditor):
+class MuffliatoAuditor(ProtocolAuditor[Transcript]):
     """Synchronous Muffliato: round values, drop-outs, a Transcript of used sets."""
 
     name = PROTOCOL_NAME

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from coordinator_tools.audit.replay import Replay
 
 
-class MuffliatoAsyncAuditor(ProtocolAuditor):
+class MuffliatoAsyncAuditor(ProtocolAuditor[ExchangeSchedule]):
     """Randomized Muffliato: exchange events and the values that crossed, an ExchangeSchedule."""
 
     name = PROTOCOL_NAME

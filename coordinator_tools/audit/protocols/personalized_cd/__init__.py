@@ -56,7 +56,7 @@ BUDGET_CHECK = "no agent spent beyond its budget"
 UNPAID = frozenset({"release_without_budget", "budget_out_of_order"})
 
 
-class PersonalizedCDAuditor(ProtocolAuditor):
+class PersonalizedCDAuditor(ProtocolAuditor[BroadcastRun]):
     """Personalized CD: broadcasts of models, a budget record before each, Laplace draws in the private logs."""
 
     name = PROTOCOL_NAME

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 CHAIN_CHECK = "token history is one unbroken chain"
 
 
-class TokenSumAuditor(ProtocolAuditor):
+class TokenSumAuditor(ProtocolAuditor[TokenRun]):
     """A token summation: custody and token records, a TokenRun of contributions and views."""
 
     public_records = frozenset({"sent", "received", "rejected", "token", "final_output"})

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -43,6 +44,8 @@ from node.protocols.ring_histogram_bound import advanced_composition, corollary_
 
 # Fractions of the report's δ tried for each of a theorem's δ terms (the rest goes to the others).
 SPLIT_GRID = np.linspace(0.02, 0.98, 49)
+# Thm 3's small cycles as its statement charges them, or as its proof counts them (2N_vγ_n cycles of 2ε).
+SmallCycles = Literal["statement", "proof"]
 STATEMENT_DISAGREES = (
     "Thm 2's statement sets gamma so that RR_gamma is 12 eps sqrt(ln(1/delta)/n)-LDP, Cor. 9 (which its proof "
     "applies) solved with eps0 and eps swapped; netdp's paper column is the proof's bound, each window "
@@ -146,24 +149,46 @@ def _advanced_composition(per_visit_eps: Callable[[float], float], *, cycles: in
     return best
 
 
-def walk_theorem(mu: float, *, steps: int, n: int, delta: float) -> tuple[float, dict[str, float]]:
+def walk_theorem(mu: float, *, steps: int, n: int, delta: float,
+                 small_cycles: SmallCycles = "statement") -> tuple[float, dict[str, float]]:
     """Thm 3's smallest ε' at δ_total = (T/n)δ + δ' + δ̂, over the split grid, and that split."""
-    gamma = 1 - (1 - 1 / n) ** (math.sqrt(n) / 2)
+    gamma = walk_gamma(n)
     best = (math.inf, {})
     for share in SPLIT_GRID:
         per_visit = share * delta * n / steps
         eps = float(gaussian_epsilon(mu, per_visit))
-        small = math.sqrt(2) * eps / n**0.25
         for rest in SPLIT_GRID:
             delta_prime, delta_hat = (1 - share) * delta * rest, (1 - share) * delta * (1 - rest)
-            visits = steps / n + math.sqrt(1.5 * steps * math.log(1 / delta_hat))
-            log_term = math.log(1 / delta_prime)
-            value = (math.sqrt(2 * visits * log_term) * small + 2 * math.sqrt(2 * visits * gamma * log_term) * eps
-                     + visits * small * _expm1(small) + 4 * visits * gamma * eps * _expm1(eps))
+            visits = walk_visits(steps, n, delta_hat)
+            value = walk_epsilon(eps, n=n, visits=visits, delta_prime=delta_prime, small_cycles=small_cycles)
             if value < best[0] or not best[1]:
                 best = (value, {"perturb_eps": eps, "perturb_delta": per_visit, "delta_prime": delta_prime,
                                 "delta_hat": delta_hat, "N_v": visits, "gamma_n": gamma})
     return best
+
+
+def walk_gamma(n: int) -> float:
+    """Thm 3's γ_n = 1 − (1 − 1/n)^(√n/2): the chance that a cycle between two visits is small."""
+    return 1 - (1 - 1 / n) ** (math.sqrt(n) / 2)
+
+
+def walk_visits(steps: int, n: int, delta_hat: float) -> float:
+    """Thm 3's N_v = T/n + √(3/2 T ln(1/δ̂)): the Chernoff bound on one node's visits."""
+    return steps / n + math.sqrt(1.5 * steps * math.log(1 / delta_hat))
+
+
+def walk_epsilon(eps: float, *, n: int, visits: float, delta_prime: float,
+                 small_cycles: SmallCycles = "statement") -> float:
+    """Thm 3's ε' for an ε-LDP Perturb: advanced composition of N_v large cycles at √2 ε / n^(1/4) plus the
+    small cycles, as stated (2√(2N_vγ_n ln(1/δ'))ε + 4N_vγ_n ε(e^ε − 1)) or as the proof counts them
+    (`proof`: 2N_vγ_n small cycles of 2ε each, composed the same way)."""
+    gamma, log_term = walk_gamma(n), math.log(1 / delta_prime)
+    large = math.sqrt(2) * eps / n**0.25
+    value = math.sqrt(2 * visits * log_term) * large + visits * large * _expm1(large)
+    if small_cycles == "statement":
+        return value + 2 * math.sqrt(2 * visits * gamma * log_term) * eps + 4 * visits * gamma * eps * _expm1(eps)
+    cycles = 2 * visits * gamma
+    return value + math.sqrt(2 * cycles * log_term) * 2 * eps + cycles * 2 * eps * _expm1(2 * eps)
 
 
 def _expm1(x: float) -> float:
