@@ -94,7 +94,8 @@ def test_a_protocols_task_is_a_registered_name() -> None:
 def test_topology_generate_refuses_a_task_that_is_not_installed(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "topology", "generate", "ring", "--n", "4", "--protocol", "muffliato-gd", "--task",
-                       "hinge", "--steps", "2", "--gossip-rounds", "1", "--batch", "4", "--out", str(tmp_path / "t.json"))
+                       "hinge", "--steps", "2", "--gossip-rounds", "1", "--batch", "4",
+                       "--out", str(tmp_path / "t.json"))
     assert_one_line_error(code, err, "field 'task': unknown learning task 'hinge'; registered: least_squares, logistic")
 
 
@@ -113,7 +114,8 @@ def test_a_registered_task_is_what_every_step_computes(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("with_absolute")
 def test_data_split_draws_a_dataset_a_task_brings() -> None:
-    document = {"run_id": "t", "graph": "path", "nodes": [{"id": v, "address": f"127.0.0.1:{6000 + v}"} for v in (0, 1)],
+    nodes = [{"id": v, "address": f"127.0.0.1:{6000 + v}"} for v in (0, 1)]
+    document = {"run_id": "t", "graph": "path", "nodes": nodes,
                 "edges": [{"u": 0, "v": 1, "weight": 0.5}], "spectral_gap": 1.0, "gamma": 1.0,
                 "protocol": gd_params("absolute").model_dump()}
     topology = Topology.model_validate(document)
