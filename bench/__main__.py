@@ -16,7 +16,8 @@ def main() -> None:
         prog="python -m bench", description="Run netdp's benchmarks; write one JSON document and print a table.",
         epilog="Benchmarks: " + "; ".join(f"{b.name}: {b.summary}" for b in BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="small sizes: check that the suite runs end to end")
-    parser.add_argument("--only", default=",".join(names), help=f"comma-separated benchmarks (default all: {','.join(names)})")
+    parser.add_argument("--only", default=",".join(names),
+                        help=f"comma-separated benchmarks (default all: {','.join(names)})")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "results.json",
                         help="JSON document to write (default bench/results/results.json)")
     parser.add_argument("--virtual-n", type=int, nargs="+", help="virtual run sizes (default 256 1024 2048)")

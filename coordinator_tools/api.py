@@ -130,7 +130,8 @@ def run(topology: TopologySource, data: Path | str, out: Path | str, *, virtual:
     """
     if not virtual and launch.get("certs_dir") is None and not insecure:
         raise ConfigError("a networked run needs certs_dir= (from `netdp certs`) or insecure=True")
-    parsed = {node: Breaks.parsed([specs] if isinstance(specs, str) else specs) for node, specs in (breaks or {}).items()}
+    parsed = {node: Breaks.parsed([specs] if isinstance(specs, str) else specs)
+              for node, specs in (breaks or {}).items()}
     options = LaunchOptions(sampler="secure" if seed is None else "simulation", simulation_seed=seed,
                             canaries=canaries, breaks=parsed, **launch)
     runner = run_virtual if virtual else run_cluster

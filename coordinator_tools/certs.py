@@ -100,7 +100,7 @@ def _builder(
     subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, days: int
 ) -> x509.CertificateBuilder:
     """Fields every certificate here shares: validity from a little before now, serial, key id."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

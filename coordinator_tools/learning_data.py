@@ -34,10 +34,10 @@ from sklearn import datasets as sklearn_datasets
 from coordinator_tools.datasets import NODE_FILE_PATTERN, chosen_seed, output_folder
 from node.data import SUPPORTED_SUFFIXES, load_learning_data
 from node.errors import ConfigError
+from node.schema import load_model, save_model
 from node.tasks.base import LabelKind
 from node.tasks.registry import TaskName as Loss
 from node.tasks.registry import task_datasets, task_spec
-from node.schema import load_model, save_model
 from node.topology import Topology, load_topology
 
 LearningTask = LabelKind
@@ -76,7 +76,7 @@ class DatasetInfo(BaseModel):
     features: Literal["standardised, unit-norm rows"] = FEATURES
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DatasetInfo":
+    def _consistent(self) -> DatasetInfo:
         if sorted(self.train_sizes) != list(range(self.n_nodes)):
             raise ValueError(f"train_sizes must name the node ids 0..{self.n_nodes - 1}")
         if min(self.train_sizes.values()) < 1:

@@ -30,7 +30,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -208,7 +208,8 @@ def _summary(entries: Sequence[Document]) -> Document:
         "records_by_kind": {kind: len(listed) for kind, listed in of_kind.items() if listed},
         "peers": [{"peer": peer, "records_by_kind": dict(counts)}
                   for peer, counts in sorted(by_peer.items(), key=lambda item: (item[0] is None, item[0] or 0))],
-        "drop_outs": [{"peer": peer, "count": len(rounds), "rounds": rounds} for peer, rounds in sorted(dropped.items())],
+        "drop_outs": [{"peer": peer, "count": len(rounds), "rounds": rounds}
+                      for peer, rounds in sorted(dropped.items())],
         "refusals_by_status": dict(Counter(entry["fields"]["status_code"] for entry in of_kind["rejected"])),
         "budget": {"records": len(budget), "epsilon_sum": sum(b["epsilon"] for b in budget),
                    "delta_sum": sum(b["delta"] for b in budget)},
@@ -299,7 +300,7 @@ def _plain_table(stream: TextIO, title: str, columns: Row, rows: Sequence[Row]) 
 
 
 def _header_rows(header: Document) -> list[Row]:
-    started = datetime.fromtimestamp(header["started_unix"], timezone.utc).isoformat(timespec="seconds")
+    started = datetime.fromtimestamp(header["started_unix"], UTC).isoformat(timespec="seconds")
     parameters = header["public_parameters"]
     return [
         ("run id", header["run_id"]),

@@ -71,7 +71,8 @@ def read_ratings(path: Path) -> Ratings:
         row = _parse_line(line, f"{path}:{lineno}")
         pair = row[:2]
         if pair in first_line:
-            raise ConfigError(f"{path}:{lineno}: user {pair[0]} already rated item {pair[1]} on line {first_line[pair]}")
+            raise ConfigError(f"{path}:{lineno}: user {pair[0]} already rated item {pair[1]} "
+                              f"on line {first_line[pair]}")
         first_line[pair] = lineno
         rows.append(row)
     if not rows:

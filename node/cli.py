@@ -75,9 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-kill-at-step", "--fault-kill-at-round", type=int, default=None, metavar="STEP",
                         dest="fault_kill_at_step",
                         help="fault injection for tests and experiments: SIGKILL this process as a hosted id's "
-                             "local step STEP starts (a round of synchronous gossip, a tick of its clock in async gossip; in a "
-                             "token walk, step k starts once it has passed the token on after k visits, step 0 as "
-                             "it starts)")
+                             "local step STEP starts (a round of synchronous gossip, a tick of its clock in async "
+                             "gossip; in a token walk, step k starts once it has passed the token on after k visits, "
+                             "step 0 as it starts)")
     parser.add_argument("--fault-lose-replies", type=float, default=0.0, metavar="FRACTION",
                         help="fault injection for tests and experiments: lose this fraction (0..1) of the replies "
                              "to calls this node answers, after handling the request")

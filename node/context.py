@@ -30,7 +30,6 @@ from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSample
 from node.receiver import Handler, KindRule, NamedHandler, Receiver
 from node.topology import NetworkParams, Topology
 
-
 P = TypeVar("P", covariant=True)  # the protocol's Params: what `params` is
 LAPLACE_CALIBRATION_TRIES = 8  # widenings of a Laplace scale before a sampler's grid is declared out of reach
 
@@ -115,7 +114,8 @@ class ProtocolContext(Generic[P]):
                  breaks: Breaks = Breaks()) -> None:
         """`params`: this node's own public parameters if not the published ones (an agent's lower budget);
         `clock_speedup`: fault injection, the factor by which this node's Poisson clock outruns the published rate;
-        `canaries`: the node's secret canary signs in an audit run; `breaks`: its deliberate bugs (negative controls)."""
+        `canaries`: the node's secret canary signs in an audit run; `breaks`: its deliberate bugs (negative
+        controls)."""
         self.topology = topology
         self.clock_speedup = clock_speedup
         self.canaries = canaries or Canaries(np.zeros(0))
@@ -191,7 +191,8 @@ class ProtocolContext(Generic[P]):
         self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous))
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
-        """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's graph."""
+        """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's
+        graph."""
         barrier = RoundBarrier(lambda round_index: self.neighbours(round_index // rounds_per_step), self.journal)
         self.on(kind, barrier.handle, scheme="round", payload=True)
         return barrier

@@ -6,6 +6,7 @@ import json
 import zipfile
 import zlib
 from pathlib import Path
+
 import numpy as np
 
 from node.errors import ConfigError

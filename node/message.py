@@ -50,7 +50,7 @@ class MessageId:
     hop: int = 0
 
     @classmethod
-    def of(cls, source: IdFields) -> "MessageId":
+    def of(cls, source: IdFields) -> MessageId:
         """The id carried by an envelope or a log record."""
         return cls(int(source.round), int(source.sequence), source.exchange_id, source.token_id, int(source.hop))
 
@@ -94,7 +94,7 @@ class Message:
         return digest(self.packed[0])
 
     @classmethod
-    def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> "Message":
+    def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> Message:
         """A message whose payload was unpacked from `data`: those bytes are its packed form already."""
         message = cls(kind, message_id, payload)
         message.__dict__["packed"] = (data, tuple(int(d) for d in payload.shape))  # the cached_property's slot

@@ -177,7 +177,8 @@ class Receiver:
             raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {shape}")
         stray = MessageId.of(envelope).outside(rule.scheme)
         if stray:
-            what = "a gossip message is synchronous: it carries no" if kind == GOSSIP else f"a {kind} message carries no"
+            what = ("a gossip message is synchronous: it carries no" if kind == GOSSIP
+                    else f"a {kind} message carries no")
             raise Refusal("INVALID_ARGUMENT", f"{what} {' or '.join(name.replace('_', ' ') for name in stray)}")
         return sender
 

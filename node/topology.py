@@ -49,8 +49,9 @@ Weighting = Literal["metropolis", "min_degree", "explicit"]
 def _protocol_union() -> TypeAdapter[BaseModel]:
     """Every registered protocol's Params, as one union told apart by `name`: built when a topology is first read."""
     members = tuple(spec.params for spec in protocol_specs())
-    # A union known only at run time (the registry's), which no static type describes.
-    return TypeAdapter(Annotated[Union[members], Field(discriminator="name")])  # type: ignore[arg-type]
+    # A union known only at run time (the registry's), which no static type describes. Union[members] unpacks the
+    # tuple; UP007's rewrite (to `members`) would pass the tuple itself, which Annotated refuses.
+    return TypeAdapter(Annotated[Union[members], Field(discriminator="name")])  # type: ignore[arg-type]  # noqa: UP007
 
 
 def _protocol_params(value: object) -> BaseModel:
@@ -92,7 +93,7 @@ class Edge(BaseModel):
     weight: float = Field(gt=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Edge":
+    def _ordered(self) -> Edge:
         if self.u >= self.v:
             raise ValueError(f"edge needs u < v (no self-loops), got ({self.u}, {self.v})")
         return self
@@ -108,7 +109,7 @@ class Arc(BaseModel):
     weight: float = Field(gt=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _no_self_loop(self) -> "Arc":
+    def _no_self_loop(self) -> Arc:
         if self.u == self.v:
             raise ValueError(f"arc {self.u} -> {self.v} is a self-loop")
         return self
@@ -168,7 +169,7 @@ class Links:
     weights: Mapping[tuple[int, int], float]
 
     @classmethod
-    def from_weights(cls, n: int, weights: Mapping[tuple[int, int], float]) -> "Links":
+    def from_weights(cls, n: int, weights: Mapping[tuple[int, int], float]) -> Links:
         adjacency: list[list[int]] = [[] for _ in range(n)]
         for u, v in weights:
             adjacency[u].append(v)
@@ -226,7 +227,7 @@ class Topology(BaseModel):
         return self.protocol
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Topology":
+    def _consistent(self) -> Topology:
         _check_nodes(self.nodes)
         if isinstance(self.schedule, ErdosRenyiSchedule):
             _check_drawn_graph(self)

@@ -3,9 +3,10 @@
 File layout: an 8-byte magic, then records. Each record is framed as
 ``<u32 little-endian length><u32 little-endian CRC-32 of the body><body>`` where the body
 is a serialized ``netdp.v1.Record``. A record of a kind this version does not know (written
-by a newer netdp) is skipped and listed in ``unknown``, not reported as damage. Every append (one record, or a batch written together)
-is flushed and fsync'd before it returns, so anything a node acknowledged is on disk. A reader returns every complete record and
-reports, never hides, a torn or corrupt tail.
+by a newer netdp) is skipped and listed in ``unknown``, not reported as damage. Every append
+(one record, or a batch written together) is flushed and fsync'd before it returns, so
+anything a node acknowledged is on disk. A reader returns every complete record and reports,
+never hides, a torn or corrupt tail.
 
 A node keeps two logs: the public view (``view.log``: what it sent and received) and the
 private section (``private.log``: its own input and noise), which the auditor only reads
@@ -227,7 +228,7 @@ class ViewLogWriter:
                 self._closed = True
                 self._pool.discard(self)
 
-    def __enter__(self) -> "ViewLogWriter":
+    def __enter__(self) -> ViewLogWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,8 +6,9 @@ The rest of this module is the *model attack* of a learning run, a self-check of
 a learning run draws noise at every step, so instead of replaying one fixed change of u's input
 many times (`attack`), the audit simulates m canaries in ONE run of its own model and counts how
 many an observer guesses, as Steinke, Nasr & Jagielski ("Privacy auditing with one (1) training
-run", NeurIPS 2023) do for DP-SGD. It tests the audit's arithmetic, never the real run. The noise is isotropic, so every coordinate of the model is an independent
-copy of the run's linear-Gaussian system (`core`); coordinate i carries canary i. With
+run", NeurIPS 2023) do for DP-SGD. It tests the audit's arithmetic, never the real run. The
+noise is isotropic, so every coordinate of the model is an independent copy of the run's
+linear-Gaussian system (`core`); coordinate i carries canary i. With
 probability 1/2 (S_i = +1) the canary is included: it moves u's input in that coordinate by Δ
 along the pair's direction (for a learning run: u's clipped gradient by Δ·d_s at every step s).
 Changing one S_i with the others fixed is one adjacent change of u's data, which is what their
@@ -236,7 +237,8 @@ def _correct_guesses(
 
 def canary_column(observer_model: Callable[[int], LinearGaussianModel], pairs: Iterable[Pair],
                   options: Mapping[str, Any], *, canaries: int, seed: int | None) -> np.ndarray:
-    """The report's model-attack column: each attacked pair's ε_lower at the options' σ, Δ and δ, [u, v], NaN elsewhere."""
+    """The report's model-attack column: each attacked pair's ε_lower at the options' σ, Δ and δ, [u, v],
+    NaN elsewhere."""
     results = canary_audit(observer_model, pairs, sigma=options["sigma"], sensitivity=options["sensitivity"],
                            delta=options["delta"], canaries=canaries,
                            threat_model=options.get("threat_model", ThreatModel()), rng_seed=seed)

@@ -132,7 +132,8 @@ def model_attack_below_exact(losses: PairwiseLosses) -> Check:
     if losses.model_attack_eps_lower is None:
         raise ValueError("the model attack did not run: there is no model-attack column to check")
     return _lower_bound_check("model attack lower bound <= exact (eps)", losses.model_attack_eps_lower, losses,
-                              "attacked pairs (a self-check of the arithmetic: the attack replays the audit's own model)")
+                              "attacked pairs (a self-check of the arithmetic: the attack replays the audit's "
+                              "own model)")
 
 
 def _lower_bound_check(name: str, lower: np.ndarray, losses: PairwiseLosses, what: str) -> Check:
@@ -261,8 +262,9 @@ def accounted_values_check(replay: Replay) -> Check:
     shown = "; ".join(f"node {'?' if sender < 0 else sender} -> node {receiver} ({kind or 'gossip'!r})"
                       for sender, receiver, kind in flows[:SHOWN_PAIRS])
     senders = sorted({sender for sender, _, _ in flows if sender >= 0})
+    named = ", ".join(f"node {s}" for s in senders) or "unnamed senders"
     return Check(ACCOUNTED_CHECK, False, f"{len(flows)} values reached nodes in messages the protocol does not send, "
-                 f"so no column accounts for them (from {', '.join(f'node {s}' for s in senders) or 'unnamed senders'}): "
+                 f"so no column accounts for them (from {named}): "
                  f"{shown}")
 
 

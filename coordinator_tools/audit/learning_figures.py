@@ -99,7 +99,8 @@ def _budget_accuracy(report: Mapping[str, object]) -> Figure:
     axis.set_xlabel(f"budget epsilon of every agent (delta = {curve['delta']:g}, {curve['updates']} updates each)")
     label = metric_label(utility["metric"])
     axis.set_ylabel(label)
-    axis.set_title(f"{label[0].upper()}{label[1:]} against the privacy budget ({utility['test_examples']} test examples)")
+    axis.set_title(f"{label[0].upper()}{label[1:]} against the privacy budget "
+                   f"({utility['test_examples']} test examples)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
     return figure

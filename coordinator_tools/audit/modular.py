@@ -9,8 +9,9 @@ here, so they have exact residues mod p, and
 
 for any integer R: a modular rank never over-states. It equals the rational rank unless p
 divides every maximal nonzero minor of K, or the random R (n × c, c = the rank being checked
-plus SKETCH_MARGIN) loses rank, with probability below c/p (Schwartz–Zippel). The first needs p among the at most B/30 prime factors of one B-bit
-minor (B ≈ 5·10⁵ bits at n = 2048: at most 2·10⁴ of the 5·10⁷ primes in range). `exact`
+plus SKETCH_MARGIN) loses rank, with probability below c/p (Schwartz–Zippel). The first needs
+p among the at most B/30 prime factors of one B-bit minor (B ≈ 5·10⁵ bits at n = 2048: at
+most 2·10⁴ of the 5·10⁷ primes in range). `exact`
 keeps the largest rank over PRIMES independent random primes, so it falls short only if
 every one fails: below 2·10⁻⁷ per view by that worst-case count.
 """

@@ -161,7 +161,8 @@ def smallest_sigma(loss: Callable[[float], float], *, sensitivity: float, target
 
 def baseline_sigmas(n: int, *, sensitivity: float, delta: float, target: Target,
                     releases: int = 1) -> dict[str, float]:
-    """σ the local-DP and central-DP baselines need for the same target, each noisy release composed `releases` times."""
+    """σ the local-DP and central-DP baselines need for the same target, each noisy release composed `releases`
+    times."""
     return {
         name: calibrate_sigma(_constant_geometry(n, releases * value), sensitivity=sensitivity, delta=delta,
                               target=target)

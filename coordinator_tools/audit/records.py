@@ -44,11 +44,11 @@ class MessageKey:
     id: MessageId
 
     @classmethod
-    def of(cls, record: Any, peer: int | None) -> "MessageKey":
+    def of(cls, record: Any, peer: int | None) -> MessageKey:
         """The key of a sent, received or rejected record whose other end is `peer`."""
         return cls(peer, kind_of(record), MessageId.of(record))
 
-    def seen_from(self, node: int) -> "MessageKey":
+    def seen_from(self, node: int) -> MessageKey:
         """The same message as the log at the other end names it (its peer is `node`)."""
         return replace(self, peer=node)
 
@@ -142,7 +142,8 @@ class NodeLog:
 
 @dataclass(frozen=True)
 class PrivateSection:
-    """Each node's clipped input (one row per step for learning protocols) and its noise draws, from the usable private logs."""
+    """Each node's clipped input (one row per step for learning protocols) and its noise draws, from the usable
+    private logs."""
 
     inputs: dict[int, np.ndarray]
     draws: dict[int, tuple[viewlog_pb2.NoiseDraw, ...]]

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Generic, Literal, get_args
 
 import numpy as np
-from netdp.v1 import viewlog_pb2
 
 from coordinator_tools.audit.payloads import (
     cross_check_note,
@@ -39,7 +38,7 @@ from coordinator_tools.audit.payloads import (
     stripping_problem,
 )
 from coordinator_tools.audit.protocols import auditor_for, auditor_named
-from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun, RunT
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, RunT
 from coordinator_tools.audit.records import (
     Finding,
     MessageKey,
@@ -50,6 +49,7 @@ from coordinator_tools.audit.records import (
     reader_findings,
 )
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
+from netdp.v1 import viewlog_pb2
 from node.codec import digest, from_tensor
 from node.errors import ConfigError, LogFormatError
 from node.noise import SamplerKind

@@ -46,8 +46,8 @@ def empirical_sentence(report: Mapping[str, object]) -> str | None:
     if not attacked:
         return text or None
     found = summary["pair_columns"].get("model_attack_eps_lower", {}).get("max")
-    text += (f"{' ' if text else ''}Model attack (a self-check of the arithmetic on the audit's own model, not a test of the run): "
-             f"largest ε {format_number(found)} over {attacked} pairs")
+    text += (f"{' ' if text else ''}Model attack (a self-check of the arithmetic on the audit's own model, "
+             f"not a test of the run): largest ε {format_number(found)} over {attacked} pairs")
     limit = summary.get("model_attack_limit")
     if limit is None:
         return text + "."
@@ -86,8 +86,8 @@ def _averaging(utility: Mapping[str, object]) -> str:
         return f"Utility: the MSE cannot be computed ({utility['reason']}); at this σ, {bound}, per coordinate."
     return (f"Utility: MSE of the final estimates against the mean of the clipped inputs (from the "
             f"{utility['truth']}): {format_number(utility['mse'])} per coordinate over {utility['nodes_scored']} "
-            f"nodes, against {bound} and every node alone, keeping its own noisy input, {format_number(utility['local'])} "
-            "(expected).")
+            f"nodes, against {bound} and every node alone, keeping its own noisy input, "
+            f"{format_number(utility['local'])} (expected).")
 
 
 def payloads_sentence(report: Mapping[str, object]) -> str | None:

@@ -21,8 +21,13 @@ from coordinator_tools.audit.command import print_summary
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.run_audit import audit_run
 from coordinator_tools.certs import write_cluster_certs
-from coordinator_tools.cluster.command import CONSOLE, add_launch_arguments, launch_with_progress, options_from_args, \
-    report_failures
+from coordinator_tools.cluster.command import (
+    CONSOLE,
+    add_launch_arguments,
+    launch_with_progress,
+    options_from_args,
+    report_failures,
+)
 from coordinator_tools.cluster.demo_protocols import (
     AveragingDemo,
     DemoProtocol,

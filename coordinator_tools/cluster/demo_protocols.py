@@ -110,6 +110,7 @@ class DemoProtocol(ABC):
 
     def print_privacy(self, topology: Topology, audit_dir: Path, report: Mapping[str, object]) -> None:
         """What the audit found that the protocol's demo is about (after the audit's summary); nothing by default."""
+        return None
 
 
 def loopback_addresses(n: int, ids_per_process: int = 1) -> list[str]:
@@ -428,8 +429,9 @@ class PersonalizedDemo(DemoProtocol):
         agents = [agent for agent in report["personalized"]["agents"] if "budget" in agent]
         if agents:
             fullest = max(agents, key=lambda agent: agent["theorem1"] / agent["budget"]["epsilon"])
-            CONSOLE.print(f"budgets: the fullest agent (node {fullest['node']}) spent epsilon {fullest['theorem1']:.4g} "
-                          f"of {fullest['budget']['epsilon']:g} by Thm 1 at delta {fullest['budget']['delta']:.3g} "
+            CONSOLE.print(f"budgets: the fullest agent (node {fullest['node']}) spent epsilon "
+                          f"{fullest['theorem1']:.4g} of {fullest['budget']['epsilon']:g} by Thm 1 "
+                          f"at delta {fullest['budget']['delta']:.3g} "
                           f"({fullest['pld']:.4g} by the PLD accountant) in {fullest['updates']} updates")
 
 

@@ -267,8 +267,8 @@ def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptio
         raise ConfigError(f"--kill names node {strays[0]}, but the topology's nodes are 0..{topology.n - 1}")
     _check_per_process_option(topology, options.lost_ack_fraction, "the share of lost acknowledgements",
                          lambda share: 0.0 <= share <= 1.0, "in 0..1", 0.0)
-    _check_per_process_option(topology, options.clock_speedup, "the clock speedup", lambda factor: 0.0 < factor < np.inf,
-                         "a finite factor > 0", 1.0)
+    _check_per_process_option(topology, options.clock_speedup, "the clock speedup",
+                         lambda factor: 0.0 < factor < np.inf, "a finite factor > 0", 1.0)
     _check_per_process_option(topology, options.budgets, "an agent's own budget", lambda budget: budget.epsilon > 0.0,
                          "a budget with epsilon > 0", None)
     _check_per_process_option(topology, options.breaks, "a deliberate break (--break)", lambda breaks: True, "", None)

@@ -153,7 +153,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="gossip's learning rate (default 0.5)")
     compare.add_argument("--walk-learning-rate", type=float, default=None,
                          help="the walk's learning rate (default: gossip's divided by n)")
-    compare.add_argument("--out", type=Path, default=None, help="new folder for everything (default runs/compare-<time>)")
+    compare.add_argument("--out", type=Path, default=None,
+                         help="new folder for everything (default runs/compare-<time>)")
     compare.add_argument("--sampler", choices=("secure", "simulation"), default="secure",
                          help="noise sampler of every node (default: secure)")
     compare.add_argument("--seed", type=int, default=None, help="master seed of the simulation sampler")

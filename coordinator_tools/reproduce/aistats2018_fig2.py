@@ -32,8 +32,17 @@ from matplotlib.figure import Figure
 from coordinator_tools.audit.learning_figures import learning_drawers
 from coordinator_tools.cluster.demo_protocols import PersonalizedDemo
 from coordinator_tools.personalized_task import PersonalizedTask, generate_task, task_topology, write_task
-from coordinator_tools.reproduce.outcome import (DIFFERS, REPRODUCED, Context, Deviation, Outcome, Reproduction, Row,
-                                                 StatementVsProof, Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    StatementVsProof,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds, rank_trend
 from coordinator_tools.topology.build import new_run_id
 from node.budget import equal_split, theorem1_epsilon
@@ -100,7 +109,8 @@ def run(ctx: Context) -> Outcome:
              "updates": {"grid": list(grid), "chosen": {format(b, "g"): _best(tuning[b]) for b in budgets},
                          "non_private": PersonalizedDemo.updates,
                          "validation": "the first half of every agent's held-out points; the second half tests"},
-             "delta": PersonalizedDemo.delta, "tick_rate": TICK_RATE, "budget_split": "equal (Thm 1)", "warm_start": None,
+             "delta": PersonalizedDemo.delta, "tick_rate": TICK_RATE, "budget_split": "equal (Thm 1)",
+             "warm_start": None,
              "budgets": list(budgets), "runs": "virtual, seeded simulation noise: one per budget and T_i on the "
                                                "validation split, the chosen T_i again on the test split, and one "
                                                "non-private"}

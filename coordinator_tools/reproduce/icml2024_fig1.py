@@ -22,7 +22,6 @@ mean ε (the target, data-independent) by value.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -38,8 +37,16 @@ from coordinator_tools.compare.command import write_data
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
 from coordinator_tools.compare.setup import GOSSIP, PROTOCOLS, WALK, CompareSetup, comparison_topology
 from coordinator_tools.reproduce.icml2024_fig3 import WALK_PATH_NOTE
-from coordinator_tools.reproduce.outcome import (DIFFERS, REPRODUCED, Context, Deviation, Outcome, Reproduction, Row,
-                                                 Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds
 from coordinator_tools.theory import muffliato_t_stop
 from coordinator_tools.topology.build import gossip_mixing, new_run_id
@@ -324,7 +331,8 @@ def _table_figure(documents: Mapping[tuple[float, str], Mapping[str, object]]) -
 
 
 def _hops_figure(documents: Mapping[tuple[float, str], Mapping[str, object]]) -> Figure:
-    """Fig. 1: one `netdp compare` loss-by-hop panel per graph (the walk's ex ante and realized path, gossip's exact)."""
+    """Fig. 1: one `netdp compare` loss-by-hop panel per graph (the walk's ex ante and realized path, gossip's
+    exact)."""
     cells = _hop_cells(documents)
     figure = Figure(figsize=(7 * len(cells), 4.8))
     for axis, document in zip(np.atleast_1d(figure.subplots(1, len(cells))), cells.values()):

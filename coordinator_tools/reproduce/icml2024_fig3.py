@@ -33,8 +33,16 @@ from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.protocols.rw_sgd.accountant import communicability, theorem3_matrix
 from coordinator_tools.cluster.demo_protocols import RandomWalkDemo
 from coordinator_tools.learning_data import write_minibatch_split
-from coordinator_tools.reproduce.outcome import (DIFFERS, REPRODUCED, Context, Deviation, Outcome, Reproduction, Row,
-                                                 Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.generators import generate

@@ -23,8 +23,16 @@ from coordinator_tools import api
 from coordinator_tools.audit.figures import draw_by_distance
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.progress import tracked
-from coordinator_tools.reproduce.outcome import (FINDING, REPRODUCED, Context, Deviation, Outcome, Reproduction, Row,
-                                                 Verdict)
+from coordinator_tools.reproduce.outcome import (
+    FINDING,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, by_hop, derived_seeds, rank_trend
 
 # figa.py: alpha = 2, eps_local = 1, sigma = sqrt(alpha / 2 * eps_local); Delta = 1 (Muffliato's unit ball).

@@ -33,8 +33,17 @@ from matplotlib.figure import Figure
 
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.learning_data import bundled, write_minibatch_split
-from coordinator_tools.reproduce.outcome import (DIFFERS, FINDING, REPRODUCED, Context, Deviation, Outcome,
-                                                 Reproduction, Row, Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    FINDING,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds
 from coordinator_tools.topology.build import build_topology, new_run_id
 from node.learning import derived_sensitivity

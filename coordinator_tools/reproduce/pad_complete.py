@@ -31,8 +31,17 @@ from matplotlib.figure import Figure
 from coordinator_tools import api
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.token_sum.paper import walk_epsilon, walk_theorem, walk_visits
-from coordinator_tools.reproduce.outcome import (DIFFERS, FINDING, REPRODUCED, Context, Deviation, Outcome,
-                                                 Reproduction, Row, StatementVsProof, Verdict)
+from coordinator_tools.reproduce.outcome import (
+    FINDING,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    StatementVsProof,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds
 
 # Fig. 2: "T = 100n (i.e., the expected number of contributions per user is 100)".

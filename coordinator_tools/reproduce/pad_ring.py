@@ -31,8 +31,18 @@ from matplotlib.figure import Figure
 from coordinator_tools import api
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.pairs_file import read_pairs
-from coordinator_tools.reproduce.outcome import (DIFFERS, FINDING, REPRODUCED, Context, Deviation, Outcome,
-                                                 Reproduction, Row, StatementVsProof, Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    FINDING,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    StatementVsProof,
+    Verdict,
+)
 from coordinator_tools.reproduce.runs import audited_run, derived_seeds
 
 # sigma_loc = 5 Delta: Perturb is about (1, 1e-5)-LDP (classic calibration sigma = Delta sqrt(2 ln(1.25/delta)) / eps).

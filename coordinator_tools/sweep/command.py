@@ -140,13 +140,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "values); instead of the options below")
     parser.add_argument("--protocol", metavar="LIST", help=f"protocols, comma-separated: {', '.join(supported())}")
     parser.add_argument("--graph", metavar="LIST", help="graph kinds, comma-separated (default hypercube)")
-    parser.add_argument("--n", metavar="LIST", help="numbers of nodes, comma-separated (default 16; a named graph fixes its own)")
+    parser.add_argument("--n", metavar="LIST",
+                        help="numbers of nodes, comma-separated (default 16; a named graph fixes its own)")
     parser.add_argument("--sigma", metavar="LIST", help="noise std per draw, comma-separated")
-    parser.add_argument("--target-eps", metavar="LIST", help="or: target mean exact eps at --delta, comma-separated (sigma "
-                        "calibrated per point by the planner, as `netdp plan --target-mean-eps`)")
+    parser.add_argument("--target-eps", metavar="LIST",
+                        help="or: target mean exact eps at --delta, comma-separated (sigma calibrated per point by "
+                        "the planner, as `netdp plan --target-mean-eps`)")
     parser.add_argument("--delta", type=float, help="delta of every eps (default 1e-5)")
-    parser.add_argument("--rounds", metavar="LIST", help="T of the averaging protocols, comma-separated: muffliato's rounds "
-                        "(default T_stop), muffliato-async's ticks per node (required)")
+    parser.add_argument("--rounds", metavar="LIST",
+                        help="T of the averaging protocols, comma-separated: muffliato's rounds (default T_stop), "
+                        "muffliato-async's ticks per node (required)")
     parser.add_argument("--steps", metavar="LIST", help="gradient steps of muffliato-gd, comma-separated (default 10)")
     parser.add_argument("--dimension", type=int, help="length of every node's vector, averaging (default 1)")
     parser.add_argument("--dataset", help="muffliato-gd's bundled dataset: breast_cancer (default) or digits")

@@ -138,7 +138,8 @@ def run_point(point: Point, grid: SweepGrid, folder: Path) -> dict[str, object]:
         "utility_metric": metric, "utility": utility, "baseline_utility": baseline,
         "mean_exact_eps": summarize(exact, "mean"), "worst_exact_eps": summarize(exact, "worst"),
         "mean_paper_eps": summarize(paper, "mean") if np.any(~np.isnan(paper)) else None,
-        "ldp_eps": float(report["baselines"]["ldp"]["eps"]), "central_eps": float(report["baselines"]["central"]["eps"]),
+        "ldp_eps": float(report["baselines"]["ldp"]["eps"]),
+        "central_eps": float(report["baselines"]["central"]["eps"]),
         "mean_exact_rdp": float(report["summary"]["max_mean_rdp"]["exact_upper"]["rdp"]), "alpha": report["alpha"],
         "elapsed_s": round(time.monotonic() - started, 3), "checks_ok": audit.ok,
     }  # fmt: skip

@@ -36,6 +36,7 @@ from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.protocols.personalized_cd import BudgetSplit, PersonalizedCDParams
+from node.protocols.registry import load_attribute, plugins, protocol_spec
 from node.protocols.ring_histogram import (
     RingHistogramParams,
     calibrate_gamma,
@@ -44,7 +45,6 @@ from node.protocols.ring_histogram import (
 )
 from node.protocols.ring_histogram_bound import corollary_conditions, proof_bound
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
-from node.protocols.registry import load_attribute, plugins, protocol_spec
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
 from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology

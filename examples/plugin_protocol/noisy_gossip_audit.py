@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from noisy_gossip_node import NOISE_PURPOSE, PROTOCOL_NAME
 
 from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, Transcript
-from noisy_gossip_node import NOISE_PURPOSE, PROTOCOL_NAME
 
 
 class NoisyGossipAuditor(LinearRoundAuditor):

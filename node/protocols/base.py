@@ -106,7 +106,7 @@ class ProtocolSpec(Generic[P, D]):
     load: Callable[[Path, P], D] = load_private_vector  # type: ignore[assignment]  # the vector protocols' default
     resumable: bool = False  # a restarted node may rejoin its run from its logs
     graphs: frozenset[GraphShape] = frozenset({"undirected"})  # the graph shapes it runs on
-    check_graph: Callable[["Topology"], None] = any_graph  # raises ValueError saying why this graph will not do
+    check_graph: Callable[[Topology], None] = any_graph  # raises ValueError saying why this graph will not do
     gaussian: bool = True  # its noise is Gaussian (the node gets a Gaussian sampler, not Laplace or RR)
     sweep: SweepShape | None = None  # None: `netdp sweep` does not run it
 

@@ -17,15 +17,16 @@ Commit rule (initiator decides, presumed abort):
    (the answer logged at both ends); if the initiator cannot be reached it aborts.
 The desk that implements this rule is `node.mailboxes.exchange_desk`; this module is the
 clock, the choice of peer and the stopping rule (a node that has made its ticks tells its
-neighbours `done` and keeps answering until each of them is done or dead). The one window this cannot close, an initiator that dies
-   between its commit record and the delivery of `exchange.commit`, is visible in the two
-   logs and reported by the auditor.
+neighbours `done` and keeps answering until each of them is done or dead). The one window
+this cannot close, an initiator that dies between its commit record and the delivery of
+`exchange.commit`, is visible in the two logs and reported by the auditor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -75,7 +76,7 @@ class MuffliatoAsyncParams(NoisyVectorParams):
         return self.exchanges
 
     @model_validator(mode="after")
-    def _one_stopping_rule(self) -> "MuffliatoAsyncParams":
+    def _one_stopping_rule(self) -> MuffliatoAsyncParams:
         if (self.exchanges is None) == (self.duration_s is None):
             raise ValueError("give exactly one of 'exchanges' (ticks per node) and 'duration_s'")
         return self
@@ -135,12 +136,7 @@ class MuffliatoAsyncNode:
                or stop_at is not None and time.monotonic() < stop_at):
             await asyncio.sleep(rng.exponential(1.0 / (params.tick_rate * self._context.clock_speedup)))
             peer = int(rng.choice(neighbours, p=weights))
-            tick = ticks
-
-            async def started() -> None:
-                await self._context.step_started(tick)
-
-            await self._desk.initiate(peer, before=started)
+            await self._desk.initiate(peer, before=partial(self._context.step_started, ticks))
             ticks += 1
         return ticks
 

@@ -49,7 +49,7 @@ class LearningParams(NoisyVectorParams):
     regularization: float = Field(0.0, ge=0.0, description="L2 regularisation λ")
 
     @model_validator(mode="after")
-    def _sensitivity_covers_the_clip(self) -> "LearningParams":
+    def _sensitivity_covers_the_clip(self) -> LearningParams:
         if self.batch is not None or self.adjacency == "dataset":
             derived = derived_sensitivity(self.clip, self.adjacency, self.batch)
             if self.sensitivity < derived * (1 - 1e-12):

@@ -114,7 +114,7 @@ class RingHistogramParams(BaseModel):
     alpha: float = Field(2.0, gt=1.0, description="Renyi order used in reports")
 
     @model_validator(mode="after")
-    def _target_is_a_pair(self) -> "RingHistogramParams":
+    def _target_is_a_pair(self) -> RingHistogramParams:
         if (self.target_epsilon is None) != (self.target_delta is None):
             raise ValueError("a Thm 2 target needs both target_epsilon and target_delta")
         return self

@@ -32,8 +32,8 @@ from pydantic import Field
 
 from node.data import clip_to_ball
 from node.delivery import CustodyDelivery
-from node.message import Message, MessageId
 from node.errors import NetdpError
+from node.message import Message, MessageId
 from node.protocols.params import NoisyVectorParams
 from node.transport.base import RETRYABLE_CODES
 

@@ -25,9 +25,7 @@ from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
 from node.mixing import accelerated_step, chebyshev_omega
-from node.protocols.muffliato import NOISE_PURPOSE
-from node.protocols.muffliato import PROTOCOL_NAME
-from node.protocols.muffliato import MuffliatoParams
+from node.protocols.muffliato import NOISE_PURPOSE, PROTOCOL_NAME, MuffliatoParams
 from node.topology import Topology, save_topology
 from node.viewlog import FRAME, MAGIC, PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, encode_record, read_log
 

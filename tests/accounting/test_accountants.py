@@ -9,9 +9,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.conversion import gaussian_epsilon
 from coordinator_tools.audit.exact import RATIONAL_MAX_NODES
+from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import drop, topology_from_graph

@@ -6,9 +6,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.protocols.muffliato.accountant import account, linear_model
 from coordinator_tools.audit.attack import attack_pair, attack_pairs, clopper_pearson, resolution_limit
 from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.protocols.muffliato.accountant import account, linear_model
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.topology import generators
 from tests.accounting.reference import drop, topology_from_graph

@@ -17,8 +17,12 @@ import pytest
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plan import PlanOptions
 from coordinator_tools.audit.protocols import auditor_named
-from coordinator_tools.audit.protocols.muffliato_gd.schedules import COUNTERPART_SEED, QUANTILE_LEVELS, \
-    counterpart_topology, schedule_comparison
+from coordinator_tools.audit.protocols.muffliato_gd.schedules import (
+    COUNTERPART_SEED,
+    QUANTILE_LEVELS,
+    counterpart_topology,
+    schedule_comparison,
+)
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.protocols.muffliato_gd import MuffliatoGDParams

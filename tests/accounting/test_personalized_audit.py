@@ -192,7 +192,8 @@ def test_the_audit_counts_the_warm_start_with_the_updates_within_every_budget(wa
     assert all(check["ok"] for check in report["checks"]), report["checks"]  # the replay of every release included
     assert "transcript reproduces the logged payloads" in [check["name"] for check in report["checks"]]
     for agent in report["personalized"]["agents"]:
-        logged = [record.epsilon for record in read_log(root / f"node-{agent['node']}" / VIEW_LOG_NAME).of_kind("budget")]
+        view = read_log(root / f"node-{agent['node']}" / VIEW_LOG_NAME)
+        logged = [record.epsilon for record in view.of_kind("budget")]
         assert logged == pytest.approx(schedule, rel=1e-12) and agent["planned_epsilons"] == list(schedule)
         assert agent["updates"] == UPDATES and agent["epsilon_sum"] == pytest.approx(sum(schedule))
         assert agent["within_budget"] and agent["theorem1"] == pytest.approx(EPSILON, rel=1e-9)

@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import PrivateSection
 from coordinator_tools.audit.replay import replay_run
-from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
 from coordinator_tools.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from node.codec import to_tensor
 from node.noise import SimulationSampler
-from node.protocols.muffliato import NOISE_PURPOSE
-from node.protocols.muffliato import MuffliatoParams
+from node.protocols.muffliato import NOISE_PURPOSE, MuffliatoParams
 from node.topology import NetworkParams, save_topology
 from node.transport.inprocess import run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME

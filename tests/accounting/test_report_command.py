@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit import command
-from coordinator_tools.audit.protocols import muffliato
 from coordinator_tools.audit.command import parse_attack_pairs
-from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
-from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.protocols import muffliato
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
+from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.datasets import write_node_files
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError

@@ -19,18 +19,18 @@ from coordinator_tools.audit.figures import FIGURES, colorbar_ticks, observer_cu
 from coordinator_tools.audit.html import PAGE_FILE, write_html
 from coordinator_tools.audit.learning_figures import LEARNING_FIGURES
 from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import PlanOptions
 from coordinator_tools.audit.protocols import auditor_named
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
-from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.protocols.rw_sgd import walk_facts
 from coordinator_tools.audit.report import Report, build_report, write_report
 from coordinator_tools.audit.sentences import utility_sentence
-from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
-from coordinator_tools.audit.protocols.rw_sgd import walk_facts
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.protocols.rw_sgd import RwSgdParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.rw_sgd import RwSgdParams
 from tests.accounting.simulated_run import fake_losses, ring_topology
 from tests.accounting.test_gd_schedules import SENSITIVITY, gd_topology
 

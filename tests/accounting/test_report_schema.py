@@ -11,13 +11,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from coordinator_tools.audit import report as report_module
 from coordinator_tools.audit.attack import resolution_limit
 from coordinator_tools.audit.checks import (
     UNDERCOUNT_CHECK,
     Check,
-    model_attack_below_exact,
     exact_below_ldp,
     loss_checks,
+    model_attack_below_exact,
     monotone_in_sigma,
     paper_undercounts,
     reconstructable_is_ldp,
@@ -26,7 +27,6 @@ from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
 from coordinator_tools.audit.pairs_file import PAIR_COLUMNS, PairTable, pair_matrix, read_pairs, write_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
-from coordinator_tools.audit import report as report_module
 from coordinator_tools.audit.report import Report, build_report, write_report
 from tests.accounting.simulated_run import fake_losses, ring_topology
 

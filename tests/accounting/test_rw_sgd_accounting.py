@@ -18,9 +18,9 @@ from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.conversion import ORDERS
 from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.protocols.rw_sgd import ex_ante, theory
-from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk, simulate_walks
 from coordinator_tools.audit.protocols.rw_sgd.accountant import account, paper_column
 from coordinator_tools.audit.protocols.token_sum.run import path_run, transition_matrix
+from coordinator_tools.audit.protocols.token_sum.walks import simulate_walk, simulate_walks
 from coordinator_tools.audit.report import build_report, write_report
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
@@ -72,7 +72,7 @@ def test_paper_eps_is_the_smallest_over_the_orders_where_thm3_holds():
     assert np.isnan(rdp).all()  # the report's α = 2 is outside the theorem
     unrestricted = []
     for u, v in zip(*np.nonzero(~np.eye(8, dtype=bool))):
-        search = minimize_scalar(lambda a: tight_epsilon(a * slope[u, v], a), bounds=(1 + 1e-9, top),
+        search = minimize_scalar(lambda a, s=slope[u, v]: tight_epsilon(a * s, a), bounds=(1 + 1e-9, top),
                                  method="bounded", options={"xatol": 1e-10})
         best = min(search.fun, tight_epsilon(top * slope[u, v], top))  # the search stops short of the end
         assert best * (1 - 1e-12) <= eps[u, v] <= best * (1 + 1e-3), (u, v)

@@ -70,8 +70,9 @@ def test_noisy_estimates_are_within_theorem_3s_bound(noisy_run: NoisyRun) -> Non
 
     with T_stop = ln((n/σ²) max(σ², (1/n) Σ_v ‖x_v⁰ − x̄‖²)) / λ(p) edge activations and, for weight-proportional
     activation, λ(p) = 2 λ_W / n. Bound here: D · 4σ²/n = 2 · 4 · 1 / 8 = 1. Only committed exchanges average, so
-    it is they that must outnumber T_stop (ln 8 · 8 / (2 · ½) ≈ 17 on the hypercube, λ_W = ½; ~300 commit). x̄ is the mean of
-    the clipped inputs, what the nodes average; the bound is on an expectation, the fixed seed makes it one draw.
+    it is they that must outnumber T_stop (ln 8 · 8 / (2 · ½) ≈ 17 on the hypercube, λ_W = ½; ~300 commit).
+    x̄ is the mean of the clipped inputs, what the nodes average; the bound is on an expectation, the fixed seed
+    makes it one draw.
     """
     spread = float(np.mean(np.sum((noisy_run.clipped - noisy_run.clipped.mean(axis=0)) ** 2, axis=1)))
     committed = sum(e.role == "initiator" and e.phase == "committed"

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.protocols.muffliato.accountant import account
-from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
+from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from node.viewlog import VIEW_LOG_NAME, read_log
 

@@ -45,7 +45,8 @@ def test_without_randomization_every_node_outputs_the_exact_histogram(make_clust
 def test_the_token_is_the_logged_draws_and_they_stay_private(make_cluster_files, tmp_path):
     gamma = 0.4
     protocol = RingHistogramParams(categories=CATEGORIES, gamma=gamma, cycles=1)
-    inputs, result = run(make_cluster_files, "hist-noisy", protocol, LaunchOptions(sampler="simulation", simulation_seed=3))
+    inputs, result = run(make_cluster_files, "hist-noisy", protocol,
+                         LaunchOptions(sampler="simulation", simulation_seed=3))
     raw = np.zeros(CATEGORIES)
     for v in range(N):
         private = read_log(node_log_dir(result.rundir, v) / PRIVATE_LOG_NAME)
@@ -59,7 +60,7 @@ def test_the_token_is_the_logged_draws_and_they_stay_private(make_cluster_files,
         view = read_log(node_log_dir(result.rundir, v) / VIEW_LOG_NAME)
         assert not view.of_kind("noise") and not view.of_kind("private_input")
     assert raw.sum() == N + 4  # ceil(0.4 * 8) = 4 initial elements
-    for v, estimate in result.estimates().items():
+    for estimate in result.estimates().values():
         np.testing.assert_allclose(estimate, debiased(raw, gamma=gamma, n=N, cycles=1), rtol=1e-12)
     report = audit_run(result.rundir, tmp_path / "audit", AuditOptions(with_private_logs=True))
     checks = {check["name"]: check for check in report["checks"]}

@@ -27,9 +27,9 @@ from coordinator_tools.cluster.virtual import run_virtual
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.errors import ConfigError
+from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.ring_sum import RingSumParams
-from node.protocols.muffliato import MuffliatoParams
 from node.viewlog import MAGIC, PRIVATE_LOG_NAME, VIEW_LOG_NAME, encode_record, read_log
 
 N = 6

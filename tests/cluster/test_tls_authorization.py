@@ -147,7 +147,7 @@ def unnamed_cluster_certificate(node: ProbedNode) -> grpc.ChannelCredentials:
     ca_key = serialization.load_pem_private_key((node.certs / CA_KEY_FILE).read_bytes(), password=None)
     ca_pem = (node.certs / CA_FILE).read_bytes()
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     certificate = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "netdp-monitor")]))

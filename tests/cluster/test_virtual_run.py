@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netdp.v1 import viewlog_pb2
 
 from coordinator_tools.cli import main
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
@@ -22,6 +21,7 @@ from coordinator_tools.cluster.virtual import run_virtual, virtual_network
 from coordinator_tools.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.protocols.muffliato import MuffliatoParams
 from node.topology import save_topology

@@ -184,7 +184,7 @@ class ComposeRun:
         self._ids: dict[int, str] = {}
         self._helpers: list[subprocess.Popen] = []  # the die-event watcher and the link delays
 
-    def __enter__(self) -> "ComposeRun":
+    def __enter__(self) -> ComposeRun:
         return self
 
     def __exit__(self, *exc: object) -> None:

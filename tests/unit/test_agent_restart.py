@@ -41,8 +41,8 @@ from node.errors import ConfigError, LogResumeError
 from node.host import NodeHost
 from node.journal import Journal
 from node.noise import NodeSamplers, make_samplers
-from node.protocols.personalized_cd import MODEL, PersonalizedCDParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.personalized_cd import MODEL, PersonalizedCDParams
 from node.topology import NetworkParams, Topology, save_topology
 from node.transport.inprocess import InProcessLink, run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, read_log

@@ -25,10 +25,11 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from node.idset import format_ids
+from node.protocols.muffliato import MuffliatoParams
 from node.security import (
+    _identity,
     channel_credentials,
     channel_options,
-    _identity,
     load_tls,
     node_id_from_name,
     node_ids_from_name,
@@ -36,7 +37,6 @@ from node.security import (
     process_names,
     server_credentials,
 )
-from node.protocols.muffliato import MuffliatoParams
 from node.topology import Topology
 
 ADDRESSES = ["127.0.0.1:7000", "alpha.example.org:7001", "10.1.2.3:7002"]

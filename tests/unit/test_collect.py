@@ -19,9 +19,9 @@ from coordinator_tools import collect
 from coordinator_tools.cli import main
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.errors import ConfigError
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
+from node.errors import ConfigError
 from node.protocols.muffliato import MuffliatoParams
 from node.topology import save_topology
 from node.viewlog import ViewLogWriter, read_log

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netdp.v1 import peer_pb2, viewlog_pb2
 
+from netdp.v1 import peer_pb2, viewlog_pb2
 from node.delivery import BarrierDelivery, CustodyDelivery, LatestValueDelivery, Outbox
 from node.journal import Delivery, Journal
 from node.message import GOSSIP, Message, MessageId
@@ -141,7 +141,8 @@ async def test_latest_value_tries_once(journal):
 async def test_a_message_is_logged_with_its_kind_and_message_id(journal, tmp_path):
     await deliver_once(journal, ScriptedLink([]), CustodyDelivery(1))
     sent = read_log(tmp_path / VIEW_LOG_NAME).of_kind("sent")[-1]
-    assert (sent.kind, sent.sequence, sent.exchange_id, sent.peer, sent.delivered) == ("exchange.commit", 3, "0-3", 1, True)
+    assert ((sent.kind, sent.sequence, sent.exchange_id, sent.peer, sent.delivered)
+            == ("exchange.commit", 3, "0-3", 1, True))
 
 
 async def test_a_ping_in_process_answers_for_a_running_peer_without_a_message(journal):

@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.audit.pairs_file import read_pairs
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import MUFFLIATO_GD
 from coordinator_tools.datasets import node_data_file
 from coordinator_tools.learning_data import load_test_set
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
-from node.noise import SimulationSampler
 from node.learning import load_local_data
+from node.noise import SimulationSampler
 from node.topology import Topology, save_topology
 from node.transport.inprocess import run_inprocess
 

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
-from node.schema import describe_validation_error
-from node.protocols.muffliato import MuffliatoParams
 from node.protocols import registry
 from node.protocols.base import GraphShape
+from node.protocols.muffliato import MuffliatoParams
+from node.schema import describe_validation_error
 from node.topology import Topology, erdos_renyi_edges
 
 PROTOCOL = MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=4, dimension=1, accelerated=False)

@@ -16,8 +16,8 @@ from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node import healthcheck
-from node.security import load_tls, server_credentials
 from node.protocols.muffliato import MuffliatoParams
+from node.security import load_tls, server_credentials
 from node.topology import Topology
 
 

@@ -26,9 +26,9 @@ from node.errors import ConfigError
 from node.host import NodeHost
 from node.idset import format_ids, parse_ids
 from node.noise import make_samplers
+from node.protocols.muffliato import MuffliatoParams
 from node.runtime import check_hosted_ids
 from node.security import channel_credentials, channel_options, load_tls, peer_identity, server_credentials
-from node.protocols.muffliato import MuffliatoParams
 from node.topology import NetworkParams, Topology, hosted_ids
 from node.transport.grpc_server import start_server, stop_server
 from node.viewlog import VIEW_LOG_NAME, read_log

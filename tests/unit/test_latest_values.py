@@ -19,11 +19,11 @@ from node.journal import Journal
 from node.mailboxes.latest_value import LatestValues
 from node.message import Message, MessageId, to_wire
 from node.noise import make_samplers
+from node.protocols.muffliato import MuffliatoParams
 from node.protocols.personalized_cd import MODEL as PERSONALIZED_MODEL
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.receiver import Receiver
 from node.refusal import Refusal
-from node.protocols.muffliato import MuffliatoParams
 from node.transport.inprocess import InProcessLink
 from node.viewlog import VIEW_LOG_NAME, read_log
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netdp.v1 import viewlog_pb2
 
+from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor
 from node.logfiles import LogHandlePool
 from node.viewlog import ViewLogWriter, read_log

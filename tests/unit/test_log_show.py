@@ -65,7 +65,8 @@ def write_node(folder: Path) -> Path:
         writer.append(viewlog_pb2.Record(received=viewlog_pb2.MessageReceived(
             peer=1, round=0, payload=to_tensor(RECEIVED))))
         for round_index in (1, 2, 4):
-            writer.append(viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(peer=3, round=round_index, reason="deadline")))
+            writer.append(viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(
+                peer=3, round=round_index, reason="deadline")))
         writer.append(viewlog_pb2.Record(rejected=viewlog_pb2.Rejected(
             claimed_sender=1, round=0, status_code="ALREADY_EXISTS", detail="replay")))
         writer.append(viewlog_pb2.Record(budget=viewlog_pb2.BudgetSpent(step=1, epsilon=0.25, delta=1e-6,
@@ -108,7 +109,8 @@ def test_the_json_document_counts_what_the_reader_reads(node_dir: Path, capsys) 
     summary = document["summary"]
     assert summary["records_by_kind"] == dict(Counter(r.WhichOneof("kind") for r in contents.records))
     assert len(document["records"]) == len(contents.records) - 1  # the header is shown on its own
-    assert document["header"]["node_id"] == 2 and document["header"]["public_parameters"] == {"protocol": {"sigma": 1.0}}
+    assert document["header"]["node_id"] == 2
+    assert document["header"]["public_parameters"] == {"protocol": {"sigma": 1.0}}
     assert summary["drop_outs"] == [{"peer": 3, "count": 3, "rounds": [1, 2, 4]}]
     assert summary["refusals_by_status"] == {"ALREADY_EXISTS": 1}
     assert summary["budget"] == {"records": 1, "epsilon_sum": 0.25, "delta_sum": 1e-6}

@@ -21,8 +21,8 @@ from node.delivery import CustodyDelivery
 from node.journal import Journal
 from node.mailboxes.token_slot import RECEIVED, TokenSlot
 from node.message import Message, MessageId, to_wire
-from node.receiver import Receiver
 from node.protocols.muffliato import MuffliatoParams
+from node.receiver import Receiver
 from node.transport.faults import LostAnswers
 from node.transport.grpc_link import GrpcPeerLink
 from node.transport.grpc_server import start_server, stop_server

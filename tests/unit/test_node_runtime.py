@@ -13,12 +13,12 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
-from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.journal import Journal
+from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.noise import SecureGaussianSampler, SimulationSampler
 from node.protocols.gossip import mix
-from node.refusal import Refusal
 from node.protocols.muffliato import MuffliatoParams
+from node.refusal import Refusal
 from node.topology import NetworkParams
 from node.transport.inprocess import run_inprocess
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
@@ -164,7 +164,7 @@ def test_an_absent_node_is_dropped_every_round_and_the_others_follow_the_realize
         from node.mixing import chebyshev_omega
         omega = chebyshev_omega(topology.spectral_gap)
     previous, current = None, values.copy()
-    for t in range(topology.protocol.rounds):
+    for _ in range(topology.protocol.rounds):
         mixed = np.array([mix(current[v], {w: current[w] for w in topology.neighbours[v] if w != 2},
                               topology.weight_row(v), v) for v in range(6)])
         following = mixed if previous is None or not accelerated else (1 - omega) * previous + omega * mixed
@@ -191,7 +191,8 @@ def test_no_seed_or_private_value_reaches_the_view_log(tmp_path):
         assert (seed + v).to_bytes(8, "little") not in view
         assert values[v].tobytes() not in view and noise.tobytes() not in view
         assert (tmp_path / f"node-{v}" / PRIVATE_LOG_NAME).stat().st_mode & 0o077 == 0
-        assert private.of_kind("private_input") and read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).header.sampler_kind == "simulation"
+        assert private.of_kind("private_input")
+        assert read_log(tmp_path / f"node-{v}" / VIEW_LOG_NAME).header.sampler_kind == "simulation"
 
 
 def test_secure_sampler_adds_gaussian_noise_of_the_right_scale():

@@ -56,7 +56,8 @@ def test_a_topology_refuses_a_budget_for_an_agent_it_does_not_have() -> None:
 def test_topology_generate_publishes_the_budget_split_and_the_warm_start(tmp_path: Path) -> None:
     argv = ["topology", "generate", "ring", "--n", "6", "--protocol", "personalized-cd", "--dimension", "3",
             "--mu", "0.5", "--max-examples", "80", "--updates", "4", "--epsilon", "2", "--budget-split",
-            "proposition2", "--curvature-ratio", "0.3", "--warm-start-epsilon", "0.1", "--out", str(tmp_path / "t.json")]
+            "proposition2", "--curvature-ratio", "0.3", "--warm-start-epsilon", "0.1",
+            "--out", str(tmp_path / "t.json")]
     assert main(argv) == 0
     params = load_topology(tmp_path / "t.json").protocol
     assert (params.budget_split, params.curvature_ratio, params.warm_start_epsilon, params.releases) == (

@@ -1,4 +1,5 @@
-"""Per-agent budgets of personalized learning: Thm 1's composition, the equal split, and the ledger that stops an agent."""
+"""Per-agent budgets of personalized learning: Thm 1's composition, the equal split, and the ledger that stops an
+agent."""
 
 from __future__ import annotations
 

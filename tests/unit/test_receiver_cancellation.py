@@ -17,9 +17,9 @@ from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.journal import Journal
 from node.message import GOSSIP, Message, MessageId, to_wire
+from node.protocols.muffliato import MuffliatoParams
 from node.receiver import Receiver
 from node.refusal import Refusal
-from node.protocols.muffliato import MuffliatoParams
 from node.viewlog import VIEW_LOG_NAME, read_log
 
 RUN = "cancelled-callers"

@@ -11,8 +11,18 @@ from matplotlib.figure import Figure
 
 from coordinator_tools.cli import main
 from coordinator_tools.reproduce import command, page
-from coordinator_tools.reproduce.outcome import (DIFFERS, FINDING, REPRODUCED, Context, Deviation, Outcome,
-                                                 Reproduction, Row, StatementVsProof, Verdict)
+from coordinator_tools.reproduce.outcome import (
+    DIFFERS,
+    FINDING,
+    REPRODUCED,
+    Context,
+    Deviation,
+    Outcome,
+    Reproduction,
+    Row,
+    StatementVsProof,
+    Verdict,
+)
 from coordinator_tools.reproduce.registry import MODULES, reproductions
 from node.errors import ConfigError
 

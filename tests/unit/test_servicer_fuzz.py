@@ -36,11 +36,11 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
+from node.journal import Journal
 from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.message import GOSSIP as GOSSIP_KIND
-from node.journal import Journal
-from node.receiver import Receiver
 from node.protocols.muffliato import MuffliatoParams
+from node.receiver import Receiver
 from node.transport.grpc_server import start_server, stop_server
 from node.viewlog import VIEW_LOG_NAME, read_log
 from tests.fuzz_builders import bit_sets, flip_bits

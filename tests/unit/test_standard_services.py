@@ -14,8 +14,8 @@ from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.journal import Journal
-from node.receiver import Receiver
 from node.protocols.muffliato import MuffliatoParams
+from node.receiver import Receiver
 from node.transport.grpc_server import PEER_SERVICE, REFLECTION_V1_SERVICE, start_server, stop_server
 
 TOPOLOGY = build_topology(generate("ring", n=3), graph_name="ring", run_id="services",

@@ -25,9 +25,9 @@ from node.journal import Delivery, Journal
 from node.mailboxes.token_slot import ACKNOWLEDGED, FORWARDED, KEPT, RECEIVED, TokenSlot
 from node.message import Message, MessageId, to_wire
 from node.noise import SimulationSampler
+from node.protocols.muffliato import MuffliatoParams
 from node.receiver import SENDER_WITHHELD, Receiver
 from node.refusal import Refusal
-from node.protocols.muffliato import MuffliatoParams
 from node.transport.inprocess import InProcessLink
 from node.viewlog import VIEW_LOG_NAME, read_log
 

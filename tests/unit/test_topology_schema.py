@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
+from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.schema import describe_validation_error
-from node.protocols.muffliato import MuffliatoParams
 from node.topology import Topology, load_topology, replace_fields, save_topology
 
 PROTOCOL = MuffliatoParams(sigma=0.5, sensitivity=2.0, alpha=4.0, rounds=12, dimension=3)

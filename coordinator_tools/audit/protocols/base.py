@@ -14,14 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, Unpack
 
-from netdp.v1 import viewlog_pb2
-
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.records import Finding, NodeLog
+from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.topology import Topology
 

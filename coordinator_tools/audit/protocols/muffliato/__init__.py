@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
-from netdp.v1 import viewlog_pb2
-
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
-from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.protocols.muffliato.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato.plan import plan
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript, round_record_problem
@@ -30,6 +28,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import (
 )
 from coordinator_tools.audit.records import Finding, NodeLog, single_draw_problem
 from coordinator_tools.audit.report import json_number, observer_means
+from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.protocols.muffliato import NOISE_PURPOSE, PROTOCOL_NAME
 from node.topology import Topology

@@ -94,7 +94,8 @@ def rational_history(transcript: Transcript, *, accelerated: bool) -> list[fmpq_
     return history
 
 
-def modular_rounds(transcript: Transcript, *, accelerated: bool, prime: int, sketch: np.ndarray) -> Iterator[np.ndarray]:
+def modular_rounds(transcript: Transcript, *, accelerated: bool, prime: int,
+                   sketch: np.ndarray) -> Iterator[np.ndarray]:
     """C^0 R, …, C^{T-1} R modulo `prime` for an integer n × c matrix R: the exact rows, sketched."""
     check_transcript(transcript)
     omega = residue(*Fraction(transcript.omega).as_integer_ratio(), prime)

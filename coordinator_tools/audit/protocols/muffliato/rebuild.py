@@ -14,14 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from netdp.v1 import viewlog_pb2
-
 from coordinator_tools.audit.protocols.muffliato.transcript import (
     Message,
     Transcript,
     planned_transcript,
 )
 from coordinator_tools.audit.records import Finding, NodeLog, Severity
+from netdp.v1 import viewlog_pb2
 from node.message import GOSSIP, MessageId, kind_of
 from node.topology import Topology
 

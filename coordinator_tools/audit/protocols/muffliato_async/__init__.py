@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
-from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.protocols.muffliato_async.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato_async.rebuild import rebuild_schedule
 from coordinator_tools.audit.protocols.muffliato_async.records import record_problem

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
+from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
-from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import account, canary_model, planned_geometry
 from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison

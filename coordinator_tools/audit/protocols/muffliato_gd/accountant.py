@@ -17,8 +17,8 @@ from typing import Unpack
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model, all_pairs
-from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.canary import DEFAULT_CANARIES, canary_column, canary_note
+from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript

@@ -22,7 +22,6 @@ from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL
 from node.protocols.muffliato_gd import MuffliatoGDParams
 
 
-
 def clip_check(params: MuffliatoGDParams, private: PrivateSection,
                models: Mapping[tuple[int, int], np.ndarray]) -> Check:
     """‖g_v^s − λθ_v^s‖₂ ≤ C for every node's every logged gradient (relative slack TRAJECTORY_RTOL)."""

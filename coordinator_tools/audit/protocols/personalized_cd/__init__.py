@@ -140,7 +140,8 @@ def agent_facts(run: BroadcastRun) -> dict[str, object]:
     for agent in range(run.n):
         spent = run.spends.get(agent, [])
         budget = run.budget_of(agent)
-        fact: dict[str, object] = {"node": agent, "updates": run.updates(agent), "spend_inferred": agent in run.inferred,
+        fact: dict[str, object] = {"node": agent, "updates": run.updates(agent),
+                                   "spend_inferred": agent in run.inferred,
                                    "heard_by": int(run.heard[agent].sum()) if run.heard is not None else None}
         if budget is not None:
             epsilon, delta = budget

@@ -36,7 +36,8 @@ NOTES = (
      "l1-clipped gradient, AISTATS 2018 Thm 1); every observer's view of the source is a post-processing of those "
      "releases, so each column is the source's composed loss, the same for every observer; sigma is the noise "
      "relative to the logged Laplace scales (1 as run)"),
-    "paper: Thm 1 (Kairouz et al. composition as the paper states it) of the logged eps_t at the report's delta; no RDP",
+    ("paper: Thm 1 (Kairouz et al. composition as the paper states it) of the logged eps_t at the report's "
+     "delta; no RDP"),
     ("exact: dp-accounting's privacy-loss-distribution accountant with one Laplace event per release (eps at the "
      "report's delta) and the exact Laplace RDP summed (at alpha): tight for the source's releases, an upper bound "
      "for each observer; ldp: the same; central: none"),

@@ -23,8 +23,8 @@ from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions
 from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of
-from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
 from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, not_computed
+from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
 from coordinator_tools.audit.protocols.token_sum.model import canary_model
 from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
 from coordinator_tools.audit.protocols.token_sum.plan import plan_histogram, plan_ring, plan_walks

@@ -2,17 +2,18 @@
 
 The value with prefix h is Σ_{j<h} (x_{holder(j)} + η_j): its input coefficients count the
 contributions of each node among the first h (one input per node, contributed at each of its
-visits but the noise-only ones past a contribution cap), and it holds every noise draw η_j of those hops, each its own column, owned by the
-node that drew it and scaled by its public std over σ (σ/√n for distributed placement), so
+visits but the noise-only ones past a contribution cap), and it holds every noise draw η_j of
+those hops, each its own column, owned by the node that drew it and scaled by its public std
+over σ (σ/√n for distributed placement), so
 one σ serves the whole model. Which hops drew noise is public; which path the walk took is
 what the rows are conditioned on (the realized path).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from functools import partial
+
+import numpy as np
 
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel
@@ -70,8 +71,8 @@ def canary_model(run: TokenRun) -> CanaryModel:
     """The run's canary coordinates: every contribution carries its holder's canaries, so the rows' input
     coefficients; a value is named by its prefix, and its payload is the token (−γ times it for a walking model)."""
     model = linear_model(run)
-    return CanaryModel(model, model.inputs, tuple(_prefixes(run)), partial(token_value, rules_for(run.topology), run.total),
-                       scale=run.value_scale())
+    return CanaryModel(model, model.inputs, tuple(_prefixes(run)),
+                       partial(token_value, rules_for(run.topology), run.total), scale=run.value_scale())
 
 
 def token_value(rules: TokenRules, total: int, key: MessageKey) -> int | None:
