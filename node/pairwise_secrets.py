@@ -219,7 +219,7 @@ class PairwiseAgreement:
         kind, run_id, node_id = context.noise.kind, context.topology.run_id, context.node_id
         private = key_pair(kind, run_id, node_id)
         peers = context.neighbours()
-        deadline = context.network.round_deadline_s
+        deadline = context.network.startup_deadline_s  # peers start at different times
         for message in key_share_messages(private, self._dimension):
             fates = await context.broadcast(peers, message, CustodyDelivery(context.network.send_attempts), deadline,
                                             wait_for_peer=True)

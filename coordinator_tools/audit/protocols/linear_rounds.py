@@ -39,6 +39,7 @@ from coordinator_tools.audit.trajectories import PayloadComparison, missing_inpu
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.errors import ConfigError
+from node.message import GOSSIP
 from node.topology import Topology
 
 if TYPE_CHECKING:
@@ -178,9 +179,10 @@ class LinearRoundAuditor(ProtocolAuditor):
         private, run = replay.private, replay.realized
         assert private is not None
         logged = [(node, key.id.round, record.payload, "sent")
-                  for node, log in replay.logs.items() for key, record in log.sent.items()]
+                  for node, log in replay.logs.items() for key, record in log.sent.items() if key.kind == GOSSIP]
         logged += [(key.peer, key.id.round, payload, f"received by {node}")
-                   for node, log in replay.logs.items() for key, payload in log.values_in_view().items()]
+                   for node, log in replay.logs.items() for key, payload in log.values_in_view().items()
+                   if key.kind == GOSSIP]
         messages = sorted({(sender, t) for sender, t, _, _ in logged})
         rows = self.message_rows(run, messages)
         drawers = {owner for owner, _ in rows.draws}
