@@ -96,4 +96,5 @@ class DecorNode:
 PLUGIN = ProtocolPlugin(
     ProtocolSpec(PROTOCOL_NAME, DecorParams, DecorNode, sweep=SweepShape("averaging", "rounds")),
     auditor="coordinator_tools.audit.protocols.decor:AUDITOR",
+    demo="coordinator_tools.cluster.demo_protocols:DECOR",
 )

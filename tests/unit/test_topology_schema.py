@@ -120,7 +120,7 @@ def _arc_self_loop(raw: dict) -> None:
         (_overweight_node, "weights of node 0 sum to"),
         (_bad_sigma, "field 'protocol.sigma'"),
         (_unknown_field, "field 'coordinator': Extra inputs are not permitted"),
-        (_unknown_protocol, "field 'protocol': unknown name 'gossip-9000'; known: 'muffliato', 'muffliato-async'"),
+        (_unknown_protocol, "field 'protocol': unknown name 'gossip-9000'; known: 'decor', 'muffliato', 'muffliato-async'"),
         (_async_without_stopping_rule, "field 'protocol': give exactly one of 'exchanges'"),
         (_async_bad_tick_rate, "field 'protocol.tick_rate': Input should be greater than 0"),
         (_sync_field_in_async, "field 'protocol.rounds': Extra inputs are not permitted"),
