@@ -26,7 +26,7 @@ from node.mailboxes.latest_value import LatestValues
 from node.mailboxes.round_barrier import RoundBarrier
 from node.mailboxes.token_slot import AdmitRule, TokenSlot
 from node.message import GOSSIP, IdScheme, Message, MessageId
-from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler
+from node.noise import GaussianSampler, LaplaceSampler, RandomizedResponseSampler, SamplerKind
 from node.receiver import Handler, KindRule, NamedHandler, Receiver
 from node.topology import NetworkParams, Topology
 
@@ -49,6 +49,11 @@ class NodeNoise:
         self._randomized_response = randomized_response
         self._laplace = laplace
         self._broken_scale = broken_scale
+
+    @property
+    def kind(self) -> SamplerKind:
+        """Whether this node's randomness is secure or a reproducible simulation (its Gaussian sampler's kind)."""
+        return self._sampler.kind
 
     async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
         """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""

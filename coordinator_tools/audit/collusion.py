@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from coordinator_tools.audit.checks import ATOL, RTOL, Check, paper_undercounts
-from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.losses import THREAT_MODELS, PairwiseLosses, ThreatModel
 from coordinator_tools.audit.report import json_number
 from node.errors import ConfigError
 from node.idset import describe_nodes, parse_ids
@@ -69,6 +69,24 @@ def require_joint_views(auditor: ProtocolAuditor) -> None:
     if not auditor.joint_views:
         raise ConfigError(f"--colluders is not supported for protocol {auditor.name}: its accounting of a "
                           "coalition's joint view is not established")
+
+
+def require_eavesdropper_views(auditor: ProtocolAuditor, colluders: Sequence[int]) -> None:
+    """Refuse an eavesdropper for a protocol whose accountant does not read views through `views`, or beside
+    colluders (an outsider colludes with no node)."""
+    if colluders:
+        raise ConfigError("--threat-model eavesdropper and --colluders are two threat models; choose one")
+    if not auditor.eavesdropper_views:
+        raise ConfigError(f"--threat-model eavesdropper is not supported for protocol {auditor.name}: its "
+                          "accountant does not account an outsider's view of every message")
+
+
+def threat_model_argument(parser: argparse.ArgumentParser) -> None:
+    """--threat-model: a curious node (default; a coalition with --colluders) or an external eavesdropper."""
+    parser.add_argument("--threat-model", choices=THREAT_MODELS, default=THREAT_MODELS[0],
+                        help="who observes: curious-observer (default: each node, knowing its own input and every "
+                        "draw it holds, pairwise secrets included; --colluders adds a coalition) or eavesdropper "
+                        "(an outsider who sees every message and knows no input and no draw)")
 
 
 def coalition_threat_model(threat_model: ThreatModel, members: tuple[int, ...]) -> ThreatModel:

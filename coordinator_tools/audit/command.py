@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from coordinator_tools.audit import attack, canary
-from coordinator_tools.audit.collusion import add_colluders_argument
+from coordinator_tools.audit.collusion import add_colluders_argument, threat_model_argument
 from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="test/experiment mode: also read private logs and check that the transcript "
                         "reproduces every logged payload")
     add_colluders_argument(parser)
+    threat_model_argument(parser)
     parser.add_argument("--data", type=Path,
                         help="test/experiment mode: the run's data folder, for the utility block. Learning runs "
                         "(test.npz and the nodes' files): test metric over steps against central and local-DP "
@@ -133,6 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         with_private_logs=args.with_private_logs,
         data=args.data,
         colluders=args.colluders,
+        eavesdropper=args.threat_model == "eavesdropper",
     )
     if (args.out / REPORT_FILE).exists() and not args.force:
         raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")

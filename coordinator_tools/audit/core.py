@@ -2,7 +2,9 @@
 
 A run whose messages are affine in the private data and Gaussian noise is y = A x + B η:
 one column of A per node's private input, one column of B per noise draw (std σ·s_k, its
-own scale s_k relative to the run's σ), one row per message some observer received. For an
+own scale s_k relative to the run's σ), one row per message some observer received. A draw
+is held by one node, or shared by the two ends of an edge (a pairwise secret: the column
+enters their messages with opposite signs); every holder knows it. For an
 observer v (its own input removed and, by default, its own noise), changing x_u by Δ shifts
 the mean of v's rows by Δ·A e_u against noise of covariance σ²·B S² Bᵀ, so v's view is
 exactly a Gaussian mechanism with
@@ -70,6 +72,7 @@ class LinearGaussianModel:
     received: tuple[tuple[int, ...], ...]  # per node v: the rows in v's view
     noise: np.ndarray | None = None  # (m, k): B
     noise_owner: tuple[int, ...] | None = None  # the node that drew each noise column
+    noise_holders: tuple[tuple[int, ...], ...] | None = None  # every node that knows each column (None: its owner)
     noise_scale: np.ndarray | None = None  # σ_k / σ of each noise column
     exact_rows: Callable[[], fmpq_mat] | None = field(default=None, compare=False, repr=False)
     sketch: Sketch | None = field(default=None, compare=False, repr=False)
@@ -87,6 +90,13 @@ class LinearGaussianModel:
                 raise ValueError("noise rows, owners and scales must match the noise columns")
             if np.any(self.scales < 0):
                 raise ValueError("noise scales must be >= 0")
+            if self.noise_holders is not None and (
+                    len(self.noise_holders) != draws
+                    or any(owner not in holders for owner, holders in zip(self.owners, self.noise_holders))
+                    or any(not 0 <= h < self.n for holders in self.noise_holders for h in holders)):
+                raise ValueError("noise holders must name, for every noise column, nodes that include its owner")
+        elif self.noise_holders is not None:
+            raise ValueError("shared draws need explicit noise rows")
 
     @property
     def owners(self) -> tuple[int, ...]:
@@ -94,6 +104,13 @@ class LinearGaussianModel:
         if self.noise is None:
             return tuple(range(self.n))
         return self.noise_owner if self.noise_owner is not None else tuple(range(self.noise.shape[1]))
+
+    @property
+    def holders(self) -> tuple[tuple[int, ...], ...]:
+        """Every node that knows each noise column: its owner, and the other end of a pairwise secret's edge."""
+        if self.noise_holders is not None:
+            return self.noise_holders
+        return tuple((owner,) for owner in self.owners)
 
     @property
     def scales(self) -> np.ndarray:
@@ -112,7 +129,7 @@ class LinearGaussianModel:
         """One draw per node, at the run's σ, with the input's rows: the projection case."""
         if self.noise is None:
             return True
-        return (self.owners == tuple(range(self.n)) and bool(np.all(self.scales == 1.0))
+        return (self.owners == tuple(range(self.n)) and self.noise_holders is None and bool(np.all(self.scales == 1.0))
                 and np.array_equal(self.noise, self.inputs))
 
 

@@ -46,7 +46,7 @@ from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.core import RANGE_RTOL, LinearGaussianModel
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.records import MessageKey, NodeLog
-from coordinator_tools.audit.views import coalition
+from coordinator_tools.audit.views import observer_view
 from node.codec import from_tensor
 
 Pair = tuple[int, int]
@@ -150,7 +150,7 @@ def canary_audit(canary_model: CanaryModel, logs: Mapping[int, NodeLog], planted
         rows = [j for j in model.received[v] if j in blocks.get(v, {})]
         if not rows:
             continue
-        sources = [u for u in range(n) if u in planted.signs and u not in coalition(v, threat_model, n)]
+        sources = [u for u in observer_view(model, v, threat_model).sources() if u in planted.signs]
         weights = _score_weights(canary_model, rows, v, sources, magnitudes, sigma, threat_model)
         real = weights.T @ np.array([blocks[v][j] for j in rows])
         simulated, signs = _simulated_blocks(canary_model, rows, magnitudes, sigma, count, rng)
@@ -211,15 +211,14 @@ def _score_weights(canary_model: CanaryModel, rows: Sequence[int], observer: int
     The other canaries' covariance includes u's own: by Sherman–Morrison that leaves u's direction
     unchanged, so one inverse serves every source of the observer."""
     model = canary_model.model
-    members = coalition(observer, threat_model, model.n)
+    view = observer_view(model, observer, threat_model)
     planted = canary_model.planted[list(rows)]
     noise = model.noise_rows[list(rows)] * model.scales
-    owned = np.isin(np.asarray(model.owners), members)
-    known = [planted[:, list(members)]]
-    if threat_model.observer_knows_own_noise:
-        known.append(noise[:, owned])
-        noise = noise[:, ~owned]
-    others = [w for w in range(model.n) if w not in members]
+    held = np.ones(noise.shape[1], dtype=bool)
+    held[view.unknown_draws(model)] = False
+    known = [planted[:, view.known_inputs], noise[:, held]]
+    noise = noise[:, ~held]
+    others = [w for w in range(model.n) if w not in view.known_inputs]
     covariance = sigma**2 * noise @ noise.T + (planted[:, others] * magnitudes[others]) @ planted[:, others].T
     projector = _complement(np.hstack(known))
     signal = projector @ planted[:, list(sources)]

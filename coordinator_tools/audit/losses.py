@@ -14,6 +14,9 @@ import numpy as np
 
 from coordinator_tools.audit.conversion import Conversion
 
+# Chosen on the command line (--threat-model); a coalition is the curious observer with --colluders.
+THREAT_MODELS = ("curious-observer", "eavesdropper")
+
 
 @dataclass(frozen=True)
 class ThreatModel:
@@ -22,12 +25,28 @@ class ThreatModel:
     observer_knows_own_noise: bool = True
     graph_public: bool = True
     collusion: tuple[int, ...] = ()
+    eavesdropper: bool = False  # an outsider who sees every message and knows no draw, instead of a node
+
+    def __post_init__(self) -> None:
+        if self.eavesdropper and self.collusion:
+            raise ValueError("an external eavesdropper colludes with no node; choose one threat model")
+
+    @property
+    def name(self) -> str:
+        """The threat model's name on the command line and in reports."""
+        if self.eavesdropper:
+            return "eavesdropper"
+        return "coalition" if self.collusion else "curious-observer"
 
     def describe(self) -> dict[str, object]:
+        observer = ("external eavesdropper: every message of the run, no input, no draw" if self.eavesdropper
+                    else "honest-but-curious observer")
         return {
-            "notion": "pairwise network DP (Muffliato Def. 5), honest-but-curious observer",
-            "observer_knows_own_value": True,
-            "observer_knows_own_noise": self.observer_knows_own_noise,
+            "name": self.name,
+            "notion": f"pairwise network DP (Muffliato Def. 5), {observer}",
+            "observer_knows_own_value": not self.eavesdropper,
+            "observer_knows_own_noise": self.observer_knows_own_noise and not self.eavesdropper,
+            "observer_knows_shared_draws": self.observer_knows_own_noise and not self.eavesdropper,
             "graph_public": self.graph_public,
             "colluding_observers": list(self.collusion),
         }

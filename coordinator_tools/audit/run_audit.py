@@ -20,6 +20,7 @@ from coordinator_tools.audit.collusion import (
     coalition_attack_pairs,
     coalition_members,
     coalition_threat_model,
+    require_eavesdropper_views,
     require_joint_views,
 )
 from coordinator_tools.audit.combinations import combinations_block
@@ -55,6 +56,7 @@ class AuditOptions:
     with_private_logs: bool = False
     data: Path | None = None  # learning runs: the data folder, for the utility block and replay checks (test mode)
     colluders: tuple[int, ...] = ()  # a coalition accounted as one observer (the report's `collusion` block)
+    eavesdropper: bool = False  # account an outsider who sees every message and knows no draw, not each node
 
 
 def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(), *,
@@ -72,6 +74,8 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     if options.colluders:
         require_joint_views(auditor)
         members = coalition_members(options.colluders, run.n)
+    if options.eavesdropper:
+        require_eavesdropper_views(auditor, options.colluders)
     accounting = _accounting(replay, options)
     runs = {} if options.attack_runs is None else {"attack_runs": options.attack_runs}
     attack_pairs = _resolve_attack_pairs(options.attack_pairs, run.n)
@@ -146,7 +150,8 @@ def _accounting(replay: Replay, options: AuditOptions) -> dict[str, object]:
         "sensitivity": replay.effective_sensitivity,
         "alpha": params.alpha if options.alpha is None else options.alpha,
         "delta": options.delta,
-        "threat_model": ThreatModel(observer_knows_own_noise=options.observer_knows_own_noise),
+        "threat_model": ThreatModel(observer_knows_own_noise=options.observer_knows_own_noise,
+                                    eavesdropper=options.eavesdropper),
         "conversion": options.conversion,
     }
 

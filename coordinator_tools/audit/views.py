@@ -3,7 +3,11 @@
 Every accountant (paper, exact, attack) reads an observer's view through this module, so
 "who observes", "which messages" and "which noise is unknown" are decided in one place.
 With collusion, each member of the coalition is accounted as the coalition: one observer
-whose view is the union of their views and who knows all of their inputs.
+whose view is the union of their views and who knows all of their inputs. An observer that
+knows its own noise knows every draw it holds, a pairwise secret's shared with a neighbour
+included (so terms that cancel on its own edges hide nothing from it); a coalition knows
+every draw any member holds. An external eavesdropper sees every message and knows no draw;
+its losses fill every observer column v (sources u ≠ v), the same view each time.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ class ObserverView:
     messages: tuple[int, ...]
     n: int
     knows_own_noise: bool
+    knows_inputs: bool = True  # False for an external eavesdropper: no node's input is its own
+
+    @property
+    def known_inputs(self) -> list[int]:
+        """The inputs the observer holds itself: its own (or its coalition's), none for an eavesdropper."""
+        return list(self.observers) if self.knows_inputs else []
 
     @property
     def hidden(self) -> list[int]:
@@ -59,7 +69,7 @@ class ObserverView:
     def unknown_draws(self, model: LinearGaussianModel) -> list[int]:
         """The noise columns of `model` the observer cannot subtract (the columns of `matrices`' noise map)."""
         known = set(self.observers) if self.knows_own_noise else set()
-        return [k for k, owner in enumerate(model.owners) if owner not in known]
+        return [k for k, holders in enumerate(model.holders) if known.isdisjoint(holders)]
 
 
 def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:
@@ -72,6 +82,10 @@ def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ..
 
 def observer_view(model: LinearGaussianModel, observer: int, threat_model: ThreatModel) -> ObserverView:
     """The view of `observer`, or of the coalition it belongs to."""
+    if threat_model.eavesdropper:
+        messages = sorted({row for view in model.received for row in view})
+        return ObserverView(observers=(observer,), messages=tuple(messages), n=model.n, knows_own_noise=False,
+                            knows_inputs=False)
     observers = coalition(observer, threat_model, model.n)
     messages = sorted({row for member in observers for row in model.received[member]})
     return ObserverView(observers=observers, messages=tuple(messages), n=model.n,

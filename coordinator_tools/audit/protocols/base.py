@@ -83,6 +83,8 @@ class ProtocolAuditor(ABC, Generic[RunT]):
     input_every_step: ClassVar[bool] = False
     # Whether `account` and `plan` account a coalition's joint view soundly (threat_model.collusion; `collusion`).
     joint_views: ClassVar[bool] = False
+    # Whether `account` and `plan` account an external eavesdropper's view (threat_model.eavesdropper) through `views`.
+    eavesdropper_views: ClassVar[bool] = False
     # Whether the nodes average one noisy input each (Muffliato): their outputs estimate the inputs' mean, and
     # every view is linear combinations of the noisy inputs (`averaging_utility`, `combinations`).
     averaging: ClassVar[bool] = False

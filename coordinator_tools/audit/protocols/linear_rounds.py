@@ -39,6 +39,7 @@ from coordinator_tools.audit.trajectories import PayloadComparison, missing_inpu
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.errors import ConfigError
+from node.message import GOSSIP
 from node.topology import Topology
 
 if TYPE_CHECKING:
@@ -53,18 +54,25 @@ Draw = tuple[int, int]  # (the node that drew it, the step it was drawn at)
 class LinearRows:
     """Values as rows: `inputs` (m × n) on the nodes' clipped inputs, `noise` (m × k) on the draws `draws` names.
 
-    `scales` gives each draw's std relative to the published σ (None: all at σ).
+    `scales` gives each draw's std relative to the published σ (None: all at σ). `holders` gives, for a
+    draw shared by the two ends of an edge (a pairwise secret, entering their values with opposite
+    signs), both nodes; None: every draw known to its drawer alone. `purposes` names the private-log
+    purpose each draw is logged under by the node `draws` names (None: all the auditor's `noise_purpose`).
     """
 
     inputs: np.ndarray
     noise: np.ndarray
     draws: tuple[Draw, ...]
     scales: np.ndarray | None = None
+    holders: tuple[tuple[int, ...], ...] | None = None
+    purposes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.noise.shape != (self.inputs.shape[0], len(self.draws)):
             raise ValueError(f"noise rows {self.noise.shape} do not match {self.inputs.shape[0]} values and "
                              f"{len(self.draws)} draws")
+        if any(names is not None and len(names) != len(self.draws) for names in (self.holders, self.purposes)):
+            raise ValueError("holders and purposes need one entry per draw")
 
 
 def received_values(transcript: Transcript) -> list[Message]:
@@ -73,8 +81,12 @@ def received_values(transcript: Transcript) -> list[Message]:
 
 
 def draws_per_node(model: LinearGaussianModel) -> np.ndarray:
-    """How many noise draws each node made: the noisy releases of its input the baselines compose."""
-    return np.bincount(np.asarray(model.owners, dtype=int), minlength=model.n)
+    """How many draws of its own each node made: the noisy releases of its input the baselines compose.
+
+    A draw shared with a neighbour (a pairwise secret) is no release: the two ends' terms cancel.
+    """
+    own = [owner for owner, holders in zip(model.owners, model.holders) if len(holders) == 1]
+    return np.bincount(np.asarray(own, dtype=int), minlength=model.n)
 
 
 class LinearRoundAuditor(ProtocolAuditor[Transcript]):
@@ -83,19 +95,21 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
     noise_purpose: ClassVar[str]  # the purpose its nodes log every draw under
     public_records = frozenset({"sent", "received", "drop_out", "rejected", "final_output"})
     payload_checks = (PAYLOAD_CHECK,)
+    eavesdropper_views = True  # the exact column reads every view through `views`; no paper column to extend
 
     @abstractmethod
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
         """Each value (sender w, round t) of `messages` as it was computed in `run` (drop-outs included)."""
 
     def linear_model(self, run: Transcript) -> LinearGaussianModel:
-        """y = A x + B η for every value some node received; every draw its own column, owned by its drawer."""
+        """y = A x + B η for every value some node received; every draw its own column, known to its holders."""
         messages = received_values(run)
         rows = self.message_rows(run, messages)
         index = {message: i for i, message in enumerate(messages)}
         received = tuple(tuple(sorted(index[m] for m in set(view))) for view in run.received)
         return LinearGaussianModel(n=run.n, inputs=rows.inputs, received=received, noise=rows.noise,
-                                   noise_owner=tuple(owner for owner, _ in rows.draws), noise_scale=rows.scales)
+                                   noise_owner=tuple(owner for owner, _ in rows.draws), noise_scale=rows.scales,
+                                   noise_holders=rows.holders)
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         return round_record_problem(self.name, topology.protocol.rounds, kind, entry)
@@ -165,9 +179,10 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
         private, run = replay.private, replay.realized
         assert private is not None
         logged = [(node, key.id.round, record.payload, "sent")
-                  for node, log in replay.logs.items() for key, record in log.sent.items()]
+                  for node, log in replay.logs.items() for key, record in log.sent.items() if key.kind == GOSSIP]
         logged += [(key.peer, key.id.round, payload, f"received by {node}")
-                   for node, log in replay.logs.items() for key, payload in log.values_in_view().items()]
+                   for node, log in replay.logs.items() for key, payload in log.values_in_view().items()
+                   if key.kind == GOSSIP]
         messages = sorted({(sender, t) for sender, t, _, _ in logged})
         rows = self.message_rows(run, messages)
         drawers = {owner for owner, _ in rows.draws}
@@ -175,12 +190,13 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
         failed = missing_inputs(needed, set(private.inputs))
         if failed is not None:
             return Check(PAYLOAD_CHECK, False, trajectory_check(failed).detail)
-        draws = {(node, int(draw.step)): from_tensor(draw.value)
-                 for node, node_draws in private.draws.items() for draw in node_draws
-                 if draw.purpose == self.noise_purpose}
+        draws = {(node, draw.purpose, int(draw.step)): from_tensor(draw.value)
+                 for node, node_draws in private.draws.items() for draw in node_draws}
+        purposes = rows.purposes or (self.noise_purpose,) * len(rows.draws)
         length = len(next(iter(private.inputs.values())))
         inputs = np.array([private.inputs.get(v, np.zeros(length)) for v in range(run.n)])
-        noise = np.array([draws.get(draw, np.full(length, np.nan)) for draw in rows.draws]).reshape(-1, length)
+        noise = np.array([draws.get((node, purpose, step), np.full(length, np.nan))
+                          for (node, step), purpose in zip(rows.draws, purposes)]).reshape(-1, length)
         values = rows.inputs @ inputs + rows.noise @ noise
         comparison = PayloadComparison(float(np.max(np.abs(inputs))) or 1.0)
         index = {message: i for i, message in enumerate(messages)}
