@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
+from typing import NoReturn
 
 from node.errors import NetdpError
 
@@ -31,11 +33,19 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line naming the command and the flag (`--help` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="netdp",
         description="Run private decentralized protocols on real peers and audit what each node leaked.",
     )
+    parser.add_argument("--version", action="version", version=f"netdp {version('netdp')}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)

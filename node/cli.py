@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 from node.agent_budget import parse_budget
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "--nodes, run every node id the topology publishes at one address behind one gRPC server; "
                     "each id keeps its own data, noise, view log and estimate.",
     )
+    parser.add_argument("--version", action="version", version=f"netdp-node {version('netdp')}")
     parser.add_argument("--topology", type=Path, required=True, help="published topology file (JSON)")
     hosted = parser.add_mutually_exclusive_group(required=True)
     hosted.add_argument("--id", type=int, dest="node_id", help="this node's id in the topology")

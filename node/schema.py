@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,3 +89,15 @@ def save_model(instance: BaseModel, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(instance.model_dump_json(indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+@contextmanager
+def config_errors() -> Iterator[None]:
+    """Report a bad parameter, found by a validator (a Params model, a graph generator, the theory), as a
+    one-line ConfigError: what a command line says about a value it was given, never a traceback."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from coordinator_tools.arguments import probability, renyi_order
 from coordinator_tools.audit import attack, canary
 from coordinator_tools.audit.collusion import add_colluders_argument, threat_model_argument
 from coordinator_tools.audit.faults import stopped_sentence
@@ -44,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite a report already in --out")
     parser.add_argument("--csv", action="store_true",
                         help=f"also export the pairs as pairs.csv (written anyway when n <= {CSV_AUTO_MAX_N})")
-    parser.add_argument("--alpha", type=float, help="Renyi order of the report (default: the topology's)")
-    parser.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+    parser.add_argument("--alpha", type=renyi_order, help="Renyi order of the report (default: the topology's)")
+    parser.add_argument("--delta", type=probability, default=DEFAULT_DELTA,
                         help=f"delta of the (eps, delta) columns (default {DEFAULT_DELTA:g})")
     parser.add_argument("--own-noise-unknown", action="store_true",
                         help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coordinator_tools.arguments import count, non_negative, positive, probability, renyi_order
 from coordinator_tools.audit.checks import Check, loss_checks, not_computed_pairs
 from coordinator_tools.audit.collusion import (
     PLAN_NOTE,
@@ -27,12 +28,6 @@ from coordinator_tools.audit.collusion import (
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.plan import (
-    COUNT,
-    NON_NEGATIVE,
-    ORDER,
-    POSITIVE,
-    PROBABILITY,
-    Bound,
     Plan,
     PlanOptions,
     Target,
@@ -128,21 +123,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="plan file to write, e.g. plan.json")
     parser.add_argument("--csv", action="store_true",
                         help=f"also export the pairs as CSV (written anyway when n <= {CSV_AUTO_MAX_N})")
-    parser.add_argument("--rounds", type=_positive_int, help="muffliato: gossip rounds T")
+    parser.add_argument("--rounds", type=count, help="muffliato: gossip rounds T")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--plain", dest="accelerated", action="store_false", default=None,
                       help="muffliato: plain gossip")
     mode.add_argument("--accelerated", dest="accelerated", action="store_true", help="muffliato: Chebyshev gossip")
-    parser.add_argument("--schedules", type=_positive_int,
+    parser.add_argument("--schedules", type=count,
                         help="muffliato-async, walk-sum: simulated schedules or walks to average over (default 20); "
                              "rw-sgd: walks of the exact mixture (default 200) and of the ex-ante column (default: "
                              "drawn until its intervals are narrow, as the audit does)")
     parser.add_argument("--seed", type=int,
                         help="muffliato-async, walk-sum, rw-sgd: seed of the simulated schedules or walks (default 0)")
-    parser.add_argument("--sigma", type=_non_negative, help="noise std each node adds once")
-    parser.add_argument("--sensitivity", type=_positive, help="l2 sensitivity Delta of a node's input")
-    parser.add_argument("--alpha", type=_order, help="Renyi order of the RDP columns")
-    parser.add_argument("--delta", type=_probability, default=DEFAULT_DELTA,
+    parser.add_argument("--sigma", type=non_negative, help="noise std each node adds once")
+    parser.add_argument("--sensitivity", type=positive, help="l2 sensitivity Delta of a node's input")
+    parser.add_argument("--alpha", type=renyi_order, help="Renyi order of the RDP columns")
+    parser.add_argument("--delta", type=probability, default=DEFAULT_DELTA,
                         help=f"delta of the (eps, delta) columns and of the target (default {DEFAULT_DELTA:g})")
     parser.add_argument("--conversion", choices=("tight", "paper"), default="tight",
                         help="the paper columns' (eps, delta): tight (default: by the exact Gaussian profile of their "
@@ -151,9 +146,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--own-noise-unknown", action="store_true",
                         help="observer knows only its own input, not its own noise (Muffliato Eq. 5)")
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--target-mean-eps", type=_positive, metavar="EPS",
+    target.add_argument("--target-mean-eps", type=positive, metavar="EPS",
                         help="calibrate sigma so that max over observers of the mean exact eps is <= EPS")
-    target.add_argument("--target-worst-eps", type=_positive, metavar="EPS",
+    target.add_argument("--target-worst-eps", type=positive, metavar="EPS",
                         help="calibrate sigma so that every pair's exact eps is <= EPS")
     add_colluders_argument(parser)
     parser.set_defaults(handler=_run)
@@ -210,33 +205,3 @@ def _summary(result: Plan) -> str:
         lines.append(f"sigma for {calibration['rule']} eps <= {calibration['target_eps']:g}: "
                      f"exact {sigmas['exact']:.6g}, LDP {sigmas['ldp']:.6g}, central {sigmas['central']:.6g}")
     return "\n".join(lines)
-
-
-def _positive(text: str) -> float:
-    return _number(text, POSITIVE)
-
-
-def _non_negative(text: str) -> float:
-    return _number(text, NON_NEGATIVE)
-
-
-def _order(text: str) -> float:
-    return _number(text, ORDER)
-
-
-def _probability(text: str) -> float:
-    return _number(text, PROBABILITY)
-
-
-def _positive_int(text: str) -> int:
-    return int(_number(text, COUNT))
-
-
-def _number(text: str, bound: Bound) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}") from None
-    if not bound.valid(value):
-        raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}")
-    return value

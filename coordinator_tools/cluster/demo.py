@@ -36,8 +36,10 @@ from coordinator_tools.cluster.demo_protocols import (
     PersonalizedDemo,
     demo_protocols,
 )
+from coordinator_tools.cluster.launch import TOPOLOGY_FILE
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
+from node.schema import config_errors
 from node.topology import NetworkParams, Topology, save_topology
 
 CERT_VALIDITY_DAYS = 7
@@ -74,19 +76,37 @@ def resolve_defaults(args: argparse.Namespace) -> DemoProtocol:
     return protocol
 
 
+def claim_new_folder(out: Path) -> Path:
+    """`out`, made now or found empty, claimed by creating its topology.json exclusively.
+
+    A demo never writes into a folder that holds anything: another run's files stay as they were,
+    and of two demos started on one folder the second is refused.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty: the demo writes a new folder (give another --out, or remove it)")
+    try:
+        (out / TOPOLOGY_FILE).open("x").close()
+    except FileExistsError:
+        raise ConfigError(f"{out} is being written by another command") from None
+    return out
+
+
 def _demo_command(args: argparse.Namespace) -> int:
     protocol = resolve_defaults(args)
-    out = args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
-    topology = demo_topology(args, protocol)
-    save_topology(topology, out / "topology.json")
-    protocol.write_data(topology, out / "data", args)
+    with config_errors():
+        topology = demo_topology(args, protocol)
+    out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
+    save_topology(topology, out / TOPOLOGY_FILE)
+    with config_errors():
+        protocol.write_data(topology, out / "data", args)
     if not args.insecure and args.certs is None:
         args.certs = out / "certs"
         write_cluster_certs(topology, args.certs, CERT_VALIDITY_DAYS)
     processes = len(set(node.address for node in topology.nodes))
     CONSOLE.print(f"running {topology.n} nodes as {processes} node process{'es' if processes > 1 else ''} on "
                   f"loopback ({'mutual TLS' if args.certs else 'PLAIN TEXT'}, {args.sampler} sampler)")
-    result = launch_with_progress(out / "topology.json", out / "data", out / "run", options_from_args(args))
+    result = launch_with_progress(out / TOPOLOGY_FILE, out / "data", out / "run", options_from_args(args))
     report_failures(result)
     CONSOLE.print(f"view logs: {result.rundir}/node-<id>/view.log (private inputs and noise: private.log)")
     CONSOLE.print("auditing the view logs: pairwise privacy loss (paper bound, exact, attack) ...")

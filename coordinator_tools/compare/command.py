@@ -28,6 +28,7 @@ from coordinator_tools.learning_data import write_minibatch_split
 from coordinator_tools.topology.build import new_run_id
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
+from node.schema import config_errors
 from node.topology import Topology, save_topology
 
 CERT_VALIDITY_DAYS = 7
@@ -97,10 +98,12 @@ def _compare_command(args: argparse.Namespace) -> int:
     if args.seed is not None and args.sampler != "simulation":
         raise ConfigError("--seed only goes with --sampler simulation")
     n = args.n if "n" in GENERATORS[args.graph].parameters else None
-    setup = CompareSetup(graph=args.graph, n=n, graph_seed=args.graph_seed, dataset=args.dataset,
-                         steps_per_node=args.steps_per_node, gossip_rounds=args.gossip_rounds, clip=args.clip,
-                         batch=args.batch, gossip_learning_rate=args.learning_rate,
-                         walk_learning_rate=args.walk_learning_rate)
+    with config_errors():  # a bad flag is refused in one line, before any calibration or run
+        setup = CompareSetup(graph=args.graph, n=n, graph_seed=args.graph_seed, dataset=args.dataset,
+                             steps_per_node=args.steps_per_node, gossip_rounds=args.gossip_rounds, clip=args.clip,
+                             batch=args.batch, gossip_learning_rate=args.learning_rate,
+                             walk_learning_rate=args.walk_learning_rate)
+        graph = setup.make_graph()
     out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; choose a new --out folder")
@@ -112,7 +115,6 @@ def _compare_command(args: argparse.Namespace) -> int:
                       f"({c.column}{'' if protocol == GOSSIP else f', order {c.alpha:g}'}) after "
                       f"{c.evaluations} plan evaluations")
     seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
-    graph = setup.make_graph()
     first = comparison_topology(setup, graph, setup.params(GOSSIP, 1.0, 2.0, graph.number_of_nodes()), run_id="data")
     write_data(setup, first, out / "data", seed)
     launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import networkx as nx
@@ -23,7 +21,7 @@ from coordinator_tools.topology.protocol_options import (
     summary_rows,
 )
 from node.errors import ConfigError
-from node.schema import describe_validation_error
+from node.schema import config_errors
 from node.topology import (
     ErdosRenyiSchedule,
     FixedSchedule,
@@ -144,7 +142,7 @@ def _publishing_options() -> argparse.ArgumentParser:
 
 def _generate(args: argparse.Namespace) -> int:
     seed = public_seed(args.kind, args.seed)
-    with _as_config_errors():
+    with config_errors():
         graph = generate(
             args.kind,
             n=args.n,
@@ -178,7 +176,7 @@ def _publish(
 ) -> int:
     """Build the topology from the graph and the shared options, write it, and summarize it."""
     weighting = args.weighting or "metropolis"
-    with _as_config_errors():
+    with config_errors():
         schedule = _graph_schedule(args)
         protocol = protocol_params(args, GraphFacts(graph, weighting, explicit_weights, schedule))
         topology = build_topology(
@@ -254,14 +252,3 @@ def _graph_rows(topology: Topology) -> list[tuple[str, object]]:
         rows.append(("transitions", f"{len(topology.transitions)} published"))
     spectral = (("spectral gap", topology.spectral_gap), ("gamma", topology.gamma))
     return rows + [(name, f"{value:.6g}") for name, value in spectral if value is not None]
-
-
-@contextmanager
-def _as_config_errors() -> Iterator[None]:
-    """Report a bad parameter, found by a generator, the schema or the theory, as a one-line ConfigError."""
-    try:
-        yield
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from None
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
