@@ -1,7 +1,7 @@
 """The canary audit of real personalized-CD runs: `netdp run --canaries`, then `netdp audit`, one process per agent.
 
 Six agents of the paper's synthetic task, 4 updates each at ε̄ = 10 (large: the neighbours' loss
-is large enough for 200 canaries to show), seeded simulation samplers. The honest run audits clean,
+is large enough for 600 canaries to show), seeded simulation samplers. The honest run audits clean,
 and its canaries certify a positive ε for some neighbours, never above the exact composition. The
 same run with agent BROKEN drawing a tenth of its noise (`--break BROKEN:noise-scale=0.1`) fails the
 audit (exit status 1), and the noise check names the agent.
@@ -22,7 +22,7 @@ from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, save_topology
 
 pytestmark = pytest.mark.cluster
-N, P, CANARIES, BROKEN = 6, 3, 200, 3
+N, P, CANARIES, BROKEN = 6, 3, 600, 3
 # Updates about 1/4 s apart; an agent waits at most STARTUP_S for a neighbour to come up (one whose process started
 # much earlier may have finished by then), so a late process costs seconds, not the default minute.
 PARAMS = PersonalizedCDParams(dimension=P, mu=1.0, lipschitz=0.3, max_examples=100, updates=4, epsilon=10.0,
