@@ -44,13 +44,12 @@ def cli_reference() -> str:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = previous
-    index = "\n".join(f"* [`{prog}`](#{prog.replace(' ', '-')})" for prog, _ in commands)
     return (
         "# CLI reference\n\n"
         "Every `netdp` command, and `netdp-node` (one node, what `netdp run` starts per address), with the help "
         "it prints (`--help`), generated from the parsers when this site is built. Options that apply to some "
-        "protocols only say which.\n\n"
-        f"{index}\n\n" + "\n".join(sections)
+        "protocols only say which (the contents list beside this page goes to each command).\n\n"
+        + "\n".join(sections)
     )
 
 
