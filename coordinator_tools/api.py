@@ -35,7 +35,7 @@ from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit
 from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.dataprep.datasets import output_folder, synthetic_data, write_node_files
 from coordinator_tools.sweep.state import CSV_FILE as SWEEP_CSV
 from coordinator_tools.topology.build import DerivedWeighting, build_topology, new_run_id
 from coordinator_tools.topology.generators import GENERATORS, generate, public_seed

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from coordinator_tools.datasets import node_data_file
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, randomized_muffliato_mse_bound
-from node.data import clip_to_ball
+from node.data import clip_to_ball, node_data_file
 from node.protocols.muffliato import PROTOCOL_NAME as SYNCHRONOUS
 from node.protocols.registry import protocol_spec
 

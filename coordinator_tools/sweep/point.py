@@ -40,7 +40,7 @@ from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.compare.command import CERT_VALIDITY_DAYS
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, CompareSetup
-from coordinator_tools.learning_data import write_minibatch_split
+from coordinator_tools.dataprep.learning_data import write_minibatch_split
 from coordinator_tools.sweep.grid import Point, SweepGrid, length_field, point_graph
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.protocol_options import GraphFacts, params_from_fields

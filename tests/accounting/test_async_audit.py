@@ -21,7 +21,7 @@ from coordinator_tools.audit.protocols.muffliato_async.trajectories import check
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
-from coordinator_tools.datasets import synthetic_values
+from coordinator_tools.dataprep.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor, to_tensor
