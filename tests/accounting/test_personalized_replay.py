@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.audit.trajectories import TrajectoryCheck
 from coordinator_tools.cluster.command import _steps_per_node
 from coordinator_tools.cluster.launch import LaunchOptions, logged_rounds, node_log_dir
