@@ -27,13 +27,13 @@ from coordinator_tools.cluster.launch import (
     start_node_process,
 )
 from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.datasets import (
-    node_data_file,
+from coordinator_tools.dataprep.datasets import (
     synthetic_values,
     write_node_files,
 )
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from node.data import node_data_file
 from node.topology import NetworkParams, Topology, save_topology
 
 SIMULATION = LaunchOptions(sampler="simulation", simulation_seed=0)

@@ -35,7 +35,8 @@ from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit
 from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.dataprep.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.sweep.command import run_sweep, sweep_grid
 from coordinator_tools.sweep.state import CSV_FILE as SWEEP_CSV
 from coordinator_tools.topology.build import DerivedWeighting, build_topology, new_run_id
 from coordinator_tools.topology.generators import GENERATORS, generate, public_seed
@@ -233,9 +234,6 @@ def sweep(out: Path | str, *, grid: Path | str | None = None, **axes: object) ->
     that failed is not in the table (sweep.json says why); calling again with the same grid reruns
     only the points without a row.
     """
-    # Imported here while sweep/point.py runs its points through this module (an import cycle otherwise).
-    from coordinator_tools.sweep.command import run_sweep, sweep_grid
-
     out = Path(out)
     run_sweep(sweep_grid(axes, None if grid is None else Path(grid), source="api.sweep"), out)
     return pd.read_csv(out / SWEEP_CSV)

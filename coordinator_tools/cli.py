@@ -18,7 +18,7 @@ from node.errors import NetdpError
 
 COMMAND_MODULES = (
     "coordinator_tools.cluster.command",
-    "coordinator_tools.datasets",
+    "coordinator_tools.dataprep.command",
     "coordinator_tools.cluster.demo",
     "coordinator_tools.topology.command",
     "coordinator_tools.certs",

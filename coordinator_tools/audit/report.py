@@ -48,7 +48,7 @@ from coordinator_tools.audit.pairs_file import (
 from node.topology import Topology
 
 if TYPE_CHECKING:
-    from coordinator_tools.audit.protocols.base import RealizedRun
+    from coordinator_tools.audit.realized import RealizedRun
 
 SCHEMA_VERSION = "netdp.audit.report/5"
 PAIRS_STEM = "pairs"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from coordinator_tools.audit.averaging_utility import averaging_utility
-from coordinator_tools.audit.checks import loss_checks, replay_checks
+from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.collusion import (
     NO_ATTACK_NOTE,
     Collusion,
@@ -31,7 +31,9 @@ from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.payloads import STRIPPED, payloads_block
-from coordinator_tools.audit.replay import Replay, read_canary_signs, replay_run
+from coordinator_tools.audit.protocols.base import Replay
+from coordinator_tools.audit.replay import read_canary_signs, replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.audit.report import build_report, hop_distances, write_report
 from node.codec import from_tensor
 from node.errors import ConfigError

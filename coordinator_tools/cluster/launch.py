@@ -23,9 +23,9 @@ from typing import TypeVar
 import numpy as np
 
 from coordinator_tools.cluster.round_timing import round_completions, round_timing
-from coordinator_tools.datasets import node_data_file
 from node.agent_budget import BudgetRequest
 from node.breaks import Breaks
+from node.data import node_data_file
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
 from node.idset import describe_nodes, format_ids
