@@ -131,28 +131,20 @@ class PairsFile(Closed):
       a true 2 for u → v, 0.1 against 0 for w → v; a walk [v, w, u, v]: 1/2 against 1, in units of
       αΔ²/(2σ²)). Read `exact`.
     * `empirical_eps_lower`: the real run tested. Non-null **only** in a run that planted canaries (`canaries`
-      above),
-      for the pairs its canary audit bounded: a lower bound on ε from the one-run audit of Steinke, Nasr & Jagielski
-      (NeurIPS 2023) on the run itself. Each node put (Δ/2)·s_i in canary coordinate i of every contribution (s_i
-      its secret fair sign, in its private log only); observer v scores each canary of u from the canary coordinates
-      of the payloads in its *logged view* (never a private log): the likelihood-ratio direction of u's canary
-      against
-      the noise and every other node's canaries, what v knows itself projected out, plus any value outside the
-      model;
-      it guesses the k highest and k lowest scores (k chosen on a pilot simulated from the model, independent of the
-      run), and Steinke et al.'s p-value turns the right guesses into ε_lower, all pairs' bounds holding together at
-      95% (Bonferroni). A node that drew less noise, or sent what it should not have, moves these bounds whatever
-      the
-      model says.
+      above), for the pairs its canary audit bounded: a lower bound on ε from the one-run audit of Steinke, Nasr &
+      Jagielski (NeurIPS 2023) on the run itself. Each node put (Δ/2)·s_i in canary coordinate i of every
+      contribution (s_i its secret fair sign, in its private log only); observer v scores each canary of u from the
+      canary coordinates of the payloads in its *logged view* (never a private log): the likelihood-ratio direction
+      of u's canary against the noise and every other node's canaries, what v knows itself projected out, plus any
+      value outside the model; it guesses the k highest and k lowest scores (k chosen on a pilot simulated from the
+      model, independent of the run), and Steinke et al.'s p-value turns the right guesses into ε_lower, all pairs'
+      bounds holding together at 95% (Bonferroni). A node that drew less noise, or sent what it should not have,
+      moves these bounds whatever the model says.
     * `model_attack_eps_lower`: a self-check of the arithmetic, non-null **only** for pairs the model attack ran on:
-      the
-      audit's own linear-Gaussian model replayed with fresh simulated noise (averaging protocols and token walks:
-      the
-      repeated-replay attack with Clopper–Pearson bounds; learning protocols: canaries simulated on the linearized
-      model, with
-      Steinke et al.'s p-value); all attacked pairs' bounds holding together at 95%. It cannot see a run that
-      differs
-      from the model.
+      the audit's own linear-Gaussian model replayed with fresh simulated noise (averaging protocols and token
+      walks: the repeated-replay attack with Clopper–Pearson bounds; learning protocols: canaries simulated on the
+      linearized model, with Steinke et al.'s p-value); all attacked pairs' bounds holding together at 95%. It
+      cannot see a run that differs from the model.
     * `ldp_*`: the local-DP loss of u's noisy value (the same for every pair); token walks: every
       contribution of u seen directly, each a Gaussian release at σ (ring-sum: K of them; walk-sum:
       u's realized visits, so it depends on u).
@@ -467,7 +459,7 @@ class ReplayBlock(Open):
     or marked delivered by its sender although its own log lost the record. A refused value is
     compared with the sender's sent payload like a received one.
 
-    ## Findings
+    ### Findings
 
     `kind` is a stable tag. About one log (`node_problems`): `missing_log`, `unreadable_log`,
     `torn_tail` (warning), `bad_checksum`, `oversized_length`, `undecodable`, `missing_header`,
@@ -554,23 +546,21 @@ class Assumptions(Open):
 
 class CollusionBlock(Open):
     r"""
-    With `--colluders IDS` (audit and plan; synchronous and randomized Muffliato only, other protocols
-    refuse it) the report adds `collusion`: the coalition C accounted as one observer whose view is the
-    union of its members' views (their stacked message rows; every member's input, and noise unless
-    `observer_knows_own_noise` is false, is known). `threat_model`, the pairs file and `summary` stay
-    single-observer. Keys: `colluders` (sorted ids); `losses`, one per source u ∉ C: `source`,
-    `hop_distance` (to the nearest member), `paper_rdp`/`paper_eps` (Theorem 1's sum over the union of
-    the coalition's messages, see `notes`), `exact_rdp`, `exact_eps` (the upper end), `exact_rdp_upper`,
-    `exact_eps_upper`, `exact_rdp_lower`, `exact_eps_lower`, `model_attack_eps_lower` (null unless the model attack
-    ran: it then attacks every u → C;
-    plans have none), `ldp_rdp`, `ldp_eps`, `reconstructable`, `ill_conditioned`, `paper_undercounts`,
-    `best_member` and `best_member_exact_eps_upper` (the member that learns most about u alone);
-    `summary`: `sentence` (who colluded, for people), `sources`, `exact_method`, `worst_source`,
-    `max_exact_eps_upper`, `mean_exact_rdp_upper` ((1/n) Σ_u, Eq. 7's normalisation),
-    `max_best_member_exact_eps_upper`, `max_gain_over_best_member` (largest ε ratio joint / best member,
-    null when no member learns anything), `reconstructable_sources`, `paper_undercounts`,
-    `attacked_sources`; `notes`. A plan accounts the coalition at the plan's σ (after calibration, which
-    targets single observers).
+    With `--colluders IDS` (audit and plan; synchronous and randomized Muffliato only, other protocols refuse it)
+    the report adds `collusion`: the coalition C accounted as one observer whose view is the union of its members'
+    views (their stacked message rows; every member's input, and noise unless `observer_knows_own_noise` is false,
+    is known). `threat_model`, the pairs file and `summary` stay single-observer. Keys: `colluders` (sorted ids);
+    `losses`, one per source u ∉ C: `source`, `hop_distance` (to the nearest member), `paper_rdp`/`paper_eps`
+    (Theorem 1's sum over the union of the coalition's messages, see `notes`), `exact_rdp`, `exact_eps` (the upper
+    end), `exact_rdp_upper`, `exact_eps_upper`, `exact_rdp_lower`, `exact_eps_lower`, `model_attack_eps_lower` (null
+    unless the model attack ran: it then attacks every u → C; plans have none), `ldp_rdp`, `ldp_eps`,
+    `reconstructable`, `ill_conditioned`, `paper_undercounts`, `best_member` and `best_member_exact_eps_upper` (the
+    member that learns most about u alone); `summary`: `sentence` (who colluded, for people), `sources`,
+    `exact_method`, `worst_source`, `max_exact_eps_upper`, `mean_exact_rdp_upper` ((1/n) Σ_u, Eq. 7's
+    normalisation), `max_best_member_exact_eps_upper`, `max_gain_over_best_member` (largest ε ratio joint / best
+    member, null when no member learns anything), `reconstructable_sources`, `paper_undercounts`,
+    `attacked_sources`; `notes`. A plan accounts the coalition at the plan's σ (after calibration, which targets
+    single observers).
 
     """
 
@@ -605,7 +595,7 @@ class PlanBlock(Open):
     `sigma.exact`; muffliato-gd adds `column`, saying that σ is calibrated to the exact column, the
     proven bound, never to `linearized`, and its headline says so).
 
-    ## Plans of randomized schedules
+    ### Plans of randomized schedules
 
     For muffliato-async, `netdp plan` simulates `--schedules` schedules (default 20, `--seed`
     default 0) of the nodes' Poisson clocks with the published activation probabilities, accounts
@@ -843,12 +833,11 @@ class ReportCore(Closed):
       section (`column_definitions`: each column in one line, with what it is conditioned on) and a "Faults" section
       (`faults`)
 
-    `netdp plan` writes the same document (as `plan.json`, its pairs beside it as `plan-pairs.parquet` and,
-    with `--csv` or when n ≤ 256, `plan-pairs.csv`: `<stem of --out>-pairs`) for the planned schedule, without logs:
-    then `summary.sampler` is `null` and there is no `replay` key. Every protocol the auditor knows
-    (`muffliato`, `muffliato-async`, `muffliato-gd`, `ring-sum`, `walk-sum`) writes this schema; the
-    keys that depend on the protocol are marked below. With σ = 0 both commands print `σ = 0: no privacy` once and
-    still write the report
+    `netdp plan` writes the same document (as `plan.json`, its pairs beside it as `plan-pairs.parquet` and, with
+    `--csv` or when n ≤ 256, `plan-pairs.csv`: `<stem of --out>-pairs`) for the planned schedule, without logs: then
+    `summary.sampler` is `null` and there is no `replay` key. Every protocol the auditor knows (`muffliato`,
+    `muffliato-async`, `muffliato-gd`, `ring-sum`, `walk-sum`) writes this schema; the keys that depend on the
+    protocol are marked below. With σ = 0 both commands print `σ = 0: no privacy` once and still write the report
     (its losses are then `"inf"` or 0).
 
     ## Conventions
