@@ -31,6 +31,7 @@ from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target
 from coordinator_tools.audit.plan_command import plan_topology
 from coordinator_tools.audit.report import REPORT_FILE
+from coordinator_tools.audit.report_schema import AuditReport
 from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit_run
 from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
@@ -153,33 +154,37 @@ class Audit:
         """The pairs file: one row per ordered pair source -> observer, null read as NaN."""
         return pd.DataFrame(read_pairs(self.path))
 
+    @cached_property
+    def model(self) -> AuditReport:
+        """The report checked against its schema (`coordinator_tools/audit/report_schema.py`), read by attribute."""
+        return AuditReport.model_validate(self.report)
+
     @property
     def summary(self) -> pd.DataFrame:
         """The report's statistics of every loss column over the pairs (count, mean, min, max, quantiles)."""
-        summary = self.report["summary"]
-        levels = summary["quantile_levels"]
-        rows = {name: {"count": stats["count"], "mean": stats["mean"], "min": stats["min"], "max": stats["max"],
-                       **{f"q{level:g}": value for level, value in zip(levels, stats["quantiles"])}}
-                for name, stats in summary["pair_columns"].items()}
+        summary = self.model.summary
+        rows = {name: {"count": stats.count, "mean": stats.mean, "min": stats.min, "max": stats.max,
+                       **{f"q{level:g}": value for level, value in zip(summary.quantile_levels, stats.quantiles)}}
+                for name, stats in summary.pair_columns.items()}
         return pd.DataFrame.from_dict(rows, orient="index").map(_number)
 
     @property
     def observers(self) -> pd.DataFrame:
         """Mean RDP per observer v, (1/n) Σ_{u≠v} (Muffliato Eq. 7): columns paper, exact (= exact_upper), exact_upper,
         exact_lower, ldp."""
-        means = self.report["summary"]["mean_rdp_per_observer"]
+        means = self.model.summary.mean_rdp_per_observer
         frame = pd.DataFrame({column: values for column, values in means.items() if values is not None})
         return frame.rename_axis("observer").map(_number)
 
     @property
     def checks(self) -> pd.DataFrame:
         """The report's checks: name, ok, detail."""
-        return pd.DataFrame(self.report["checks"], columns=["name", "ok", "detail"])
+        return pd.DataFrame([check.model_dump() for check in self.model.checks], columns=["name", "ok", "detail"])
 
     @property
     def ok(self) -> bool:
         """Every check passed (what `netdp audit` and `netdp plan` exit 0 for)."""
-        return all(check["ok"] for check in self.report["checks"])
+        return all(check.ok for check in self.model.checks)
 
 
 def audit(run_or_rundir: Run | Path | str, out: Path | str | None = None, *, data: Path | str | None = None,
