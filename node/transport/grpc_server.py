@@ -35,6 +35,9 @@ PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
 REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
+# Chunks a message may have beyond what its largest valid payload needs at the published chunk size: room
+# for a sender that cuts finer, while a stream of empty chunks is refused after a few dozen, not read forever.
+SPARE_CHUNKS = 64
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generated without stubs
@@ -57,7 +60,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
     async def _acknowledge(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                            ) -> peer_pb2.Receipt:
         """Handle a delivery (its mailbox logs it durably) and acknowledge it with a Receipt."""
-        envelope, node_id, _, _ = await self._receive(chunks, context)
+        envelope, node_id, _, _ = await self._receive(chunks, context, call=False)
         if self._faults is not None and self._faults.lose_acknowledgement():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
         return peer_pb2.Receipt(receiver=node_id, round=envelope.round)
@@ -75,14 +78,14 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
     async def _answer(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                       ) -> tuple[peer_pb2.Envelope, bytes]:
         """Handle a request and return its reply (an acknowledgement when the mailbox answers nothing)."""
-        envelope, _, receiver, reply = await self._receive(chunks, context)
+        envelope, _, receiver, reply = await self._receive(chunks, context, call=True)
         if self._faults is not None and self._faults.lose_reply():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the reply was lost (fault injection)")
         return reply or receiver.acknowledgement(envelope)
 
-    async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
-                       ) -> tuple[peer_pb2.Envelope, int, Receiver, Reply]:
-        """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status.
+    async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext, *,
+                       call: bool) -> tuple[peer_pb2.Envelope, int, Receiver, Reply]:
+        """Authenticate, reassemble and hand over one message (`call`: a request); a refusal becomes its gRPC status.
 
         Returns the envelope, the id it was for, that id's Receiver and its reply.
         """
@@ -90,7 +93,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
             identity = self._authenticate(context) if self._authenticate else None
             envelope, node_id, receiver, data = await self._reassemble(chunks, identity)
             # The identity was checked against the sender when the envelope was admitted.
-            reply = await receiver.accept(envelope, data, None if identity is None else envelope.sender)
+            reply = await receiver.accept(envelope, data, None if identity is None else envelope.sender, call=call)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
         return envelope, node_id, receiver, reply
@@ -99,12 +102,16 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
                           ) -> tuple[peer_pb2.Envelope, int, Receiver, bytes]:
         """Read the stream, routing and checking the envelope first and refusing payloads that grow too large."""
         limit = self._hosted.payload_bytes
+        max_chunks = max_chunk_count(limit, self._chunk_bytes)
         envelope: peer_pb2.Envelope | None = None
         routed: tuple[int, Receiver] | None = None
         parts: list[bytes] = []
         size = 0
         try:
             async for chunk in chunks:  # gRPC parses each chunk as the loop asks for it
+                if len(parts) == max_chunks:
+                    await self._refuse(routed, envelope, "RESOURCE_EXHAUSTED",
+                                       f"a message has at most {max_chunks} chunks")
                 if envelope is None:
                     if not chunk.HasField("envelope"):
                         await self._refuse(None, None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
@@ -134,6 +141,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
         else:
             await routed[1].reject(envelope, refusal)
         raise refusal
+
+
+def max_chunk_count(payload_bytes: int, chunk_bytes: int) -> int:
+    """The most chunks a message may come in: what its largest valid payload needs, and SPARE_CHUNKS more."""
+    return -(-payload_bytes // chunk_bytes) + 1 + SPARE_CHUNKS
 
 
 async def _single(message: bytes) -> AsyncIterator[bytes]:
