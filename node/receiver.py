@@ -86,6 +86,11 @@ class Receiver:
         self._rules[kind] = rule
 
     @property
+    def node_count(self) -> int:
+        """How many node ids the topology has (n)."""
+        return self._topology.n
+
+    @property
     def payload_bytes(self) -> int:
         """Byte length of the largest valid payload; a stream that grows past it is refused while streaming."""
         return min(self._topology.network.max_message_bytes, 8 * self._dimension)

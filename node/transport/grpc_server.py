@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.idset import IdRanges
 from node.receiver import Receiver, Reply
 from node.refusal import Refusal, RefusalCode
 from node.transport.faults import LOST_STATUS, LostAnswers
@@ -30,7 +31,7 @@ from node.transport.grpc_link import wire_chunks
 from node.transport.routing import HostedReceivers
 
 # The node ids the caller's TLS certificate names; None if it names none.
-Authenticator = Callable[[grpc.aio.ServicerContext], frozenset[int] | None]
+Authenticator = Callable[[grpc.aio.ServicerContext], IdRanges | None]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
@@ -98,7 +99,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
         return envelope, node_id, receiver, reply
 
-    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: frozenset[int] | None
+    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: IdRanges | None
                           ) -> tuple[peer_pb2.Envelope, int, Receiver, bytes]:
         """Read the stream, routing and checking the envelope first and refusing payloads that grow too large."""
         limit = self._hosted.payload_bytes

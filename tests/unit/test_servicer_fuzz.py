@@ -37,6 +37,7 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
+from node.idset import IdRanges
 from node.journal import MAX_LOGGED_FIELD_CHARS, Journal, bounded_text
 from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.message import GOSSIP as GOSSIP_KIND
@@ -299,7 +300,7 @@ async def live_node(log_dir: Path, identity: int | None,
     await inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
     await inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
-    certified = None if identity is None else frozenset({identity})
+    certified = None if identity is None else IdRanges.of({identity})
     server, health = await start_server({NODE: receiver}, address, credentials=None,
                                         authenticate=None if certified is None else lambda _context: certified,
                                         chunk_bytes=TOPOLOGY.network.chunk_bytes)
