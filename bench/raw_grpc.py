@@ -32,7 +32,6 @@ import numpy as np
 
 from node.protocols.muffliato_async import activation
 from node.topology import Topology, load_topology
-from node.transport.grpc_server import bind_address
 
 SERVICE = "bench.Raw"
 HEADER = struct.Struct("<QI")  # round, sender
@@ -61,7 +60,7 @@ class Peer:
         handlers: dict[str, Handler] = {"Exchange": self.exchange, "Call": self.call, "Done": self.done}
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE, {name: grpc.unary_unary_rpc_method_handler(h) for name, h in handlers.items()}),))
-        self.server.add_insecure_port(bind_address(self.topology.address_of(self.node_id)))
+        self.server.add_insecure_port(self.topology.address_of(self.node_id))
         await self.server.start()
         self.channels = {v: grpc.aio.insecure_channel(self.topology.address_of(v), options=UNLIMITED)
                          for v in self.neighbours}

@@ -12,6 +12,7 @@ servicer knows no message kind: adding a protocol changes nothing here. Fault in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import NoReturn
 
@@ -23,6 +24,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.errors import ConfigError
 from node.idset import IdRanges
 from node.receiver import Receiver, Reply
 from node.refusal import Refusal, RefusalCode
@@ -30,6 +32,7 @@ from node.transport.faults import LOST_STATUS, LostAnswers
 from node.transport.grpc_link import wire_chunks
 from node.transport.routing import HostedReceivers
 
+LOG = logging.getLogger("netdp.node")
 # The node ids the caller's TLS certificate names; None if it names none.
 Authenticator = Callable[[grpc.aio.ServicerContext], IdRanges | None]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
@@ -186,15 +189,13 @@ async def start_server(receivers: Mapping[int, Receiver], address: str, *,
 
     Health reports SERVING (server-wide and for netdp.v1.Peer) once it listens.
     """
-    server = grpc.aio.server()
+    # Without SO_REUSEPORT a port another server holds fails here, at once, rather than sharing its connections.
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     add_peer_service(PeerServicer(receivers, authenticate, chunk_bytes, faults), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     add_reflection(server, (PEER_SERVICE, HEALTH_SERVICE))
-    bind = bind_address(address)
-    port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
-    if port == 0:
-        raise OSError(f"cannot listen on {bind}")
+    listen(server, address, credentials)
     await server.start()
     for name in ("", PEER_SERVICE):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -216,8 +217,26 @@ def add_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None:
     ))
 
 
-def bind_address(address: str) -> str:
-    """Listen on every interface at the published port (the published host may be a service name)."""
+def listen(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> str:
+    """Listen at the published address (its host: an address or a name of this machine), not on every interface,
+    and return where. A TLS node whose published host is not this machine's (a container behind a port mapping
+    publishes its machine's address) listens on every interface at the published port instead, where every
+    caller must still present a cluster certificate; a plain-text node never does. ConfigError if it cannot."""
+    for bind in (address, any_interface(address)) if credentials is not None else (address,):
+        try:
+            port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
+        except RuntimeError:
+            continue
+        if port:
+            if bind != address:
+                LOG.warning("%s is not an address of this machine: listening on %s (mutual TLS)", address, bind)
+            return bind
+    raise ConfigError(f"cannot listen on {address}: its port is in use, or its host is not an address of this "
+                      "machine")
+
+
+def any_interface(address: str) -> str:
+    """Every interface at the published port."""
     _, _, port = address.rpartition(":")
     return f"[::]:{port}"
 

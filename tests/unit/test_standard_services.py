@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import grpc
 import pytest
@@ -13,6 +14,7 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
+from node.errors import ConfigError
 from node.journal import Journal
 from node.protocols.muffliato import MuffliatoParams
 from node.receiver import Receiver
@@ -53,3 +55,32 @@ async def test_health_answers_for_the_peer_service_and_reflection_lists_it(tmp_p
     finally:
         await stop_server(server, health, 0)
         journal.close()
+
+
+async def test_a_node_listens_only_on_the_host_its_published_address_names(tmp_path):
+    """Published at 127.0.0.1, it is not reachable at another address of this machine (127.0.0.2); a plain-text
+    node published at a host that is not this machine's is refused with one line, and so is a port in use."""
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="services", node_id=0))
+    port = free_loopback_ports(1)[0]
+    receivers = {0: Receiver(TOPOLOGY, 0, journal)}
+    server, health = await start_server(receivers, f"127.0.0.1:{port}", credentials=None, authenticate=None,
+                                        chunk_bytes=TOPOLOGY.network.chunk_bytes)
+    try:
+        assert connects("127.0.0.1", port) and not connects("127.0.0.2", port)
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}: its port is in use"):
+            await start_server(receivers, f"127.0.0.1:{port}", credentials=None, authenticate=None,
+                               chunk_bytes=TOPOLOGY.network.chunk_bytes)
+        with pytest.raises(ConfigError, match="not an address of this machine"):
+            await start_server(receivers, f"192.0.2.1:{port}", credentials=None, authenticate=None,
+                               chunk_bytes=TOPOLOGY.network.chunk_bytes)
+    finally:
+        await stop_server(server, health, 0)
+        journal.close()
+
+
+def connects(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2.0).close()
+    except OSError:
+        return False
+    return True
