@@ -38,13 +38,20 @@ def test_sigterm_stops_the_nodes_and_writes_run_json(make_cluster_files):
     run = subprocess.Popen([str(BIN / "netdp"), "run", str(files.topology_path), "--data", str(files.data_dir),
                             "--out", str(rundir), "--insecure", "--sampler", "simulation", "--seed", "3"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not all((node_log_dir(rundir, v) / VIEW_LOG_NAME).exists() for v in range(4)):  # every node is up
-        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.stderr else ""
-        time.sleep(0.2)
-    assert len(node_processes_of(rundir)) == 4
-    run.send_signal(signal.SIGTERM)
-    _, err = run.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while not all((node_log_dir(rundir, v) / VIEW_LOG_NAME).exists() for v in range(4)):  # every node is up
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.stderr else ""
+            time.sleep(0.2)
+        assert len(node_processes_of(rundir)) == 4
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+    finally:  # a failed check leaves no run behind
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+            for pid in node_processes_of(rundir):
+                os.kill(pid, signal.SIGKILL)
     assert run.returncode == 130 and "interrupted" in err, err
     summary = json.loads((rundir / RUN_SUMMARY_FILE).read_text())
     assert summary["interrupted"] is True and len(summary["nodes"]) == 4
