@@ -13,17 +13,20 @@ from coordinator_tools.topology.build import build_topology
 from node.protocols.muffliato import MuffliatoParams
 from node.topology import save_topology
 
-HEAVY = ("scipy", "networkx", "pandas", "pyarrow", "matplotlib", "sklearn", "rich")
-# What a node process imports before its run starts: its entry point, its runtime, and its topology read back
-# and checked (the protocol's plugin included).
+HEAVY = ("scipy", "networkx", "pandas", "pyarrow", "polars", "matplotlib", "sklearn", "rich")
+# What a node process imports to run: its entry point, its runtime, its topology read back and checked (every
+# protocol's plugin included), and its secure noise sampler drawing once.
 NODE_START = """
 import json, sys
 from pathlib import Path
+import numpy as np
 import node.cli, node.runtime
+from node.noise import make_samplers
 from node.protocols.registry import protocol_plugin
 from node.topology import load_topology
 topology = load_topology(Path(sys.argv[1]))
 protocol_plugin(topology.protocol_name)
+make_samplers("secure", None).gaussian.perturb(np.zeros(3), 1.0)
 print(json.dumps(sorted({name.partition(".")[0] for name in sys.modules})))
 """
 
@@ -35,5 +38,5 @@ def test_a_node_process_imports_no_heavy_library(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", NODE_START, str(tmp_path / "topology.json")],
                             capture_output=True, text=True, timeout=120, check=True)
     loaded = set(json.loads(result.stdout))
-    assert "node" in loaded and "grpc" in loaded
+    assert {"node", "grpc", "opendp"} <= loaded
     assert sorted(loaded & set(HEAVY)) == []
