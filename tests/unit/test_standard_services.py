@@ -10,6 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
+from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
@@ -18,7 +19,8 @@ from node.errors import ConfigError
 from node.journal import Journal
 from node.protocols.muffliato import MuffliatoParams
 from node.receiver import Receiver
-from node.transport.grpc_server import PEER_SERVICE, REFLECTION_V1_SERVICE, start_server, stop_server
+from node.security import load_tls, server_credentials
+from node.transport.grpc_server import PEER_SERVICE, REFLECTION_V1_SERVICE, listen, start_server, stop_server
 
 TOPOLOGY = build_topology(generate("ring", n=3), graph_name="ring", run_id="services",
                           protocol=MuffliatoParams(sigma=1.0, sensitivity=1.0, alpha=2.0, rounds=2, dimension=1))
@@ -84,3 +86,18 @@ def connects(host: str, port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+async def test_a_tls_node_published_at_another_machines_address_listens_on_every_interface(tmp_path):
+    """A container behind a port mapping publishes its machine's address: with mutual TLS (every caller presents a
+    cluster certificate) the node listens on every interface at the published port, and says so."""
+    write_cluster_certs(TOPOLOGY, tmp_path / "certs", days=1)
+    credentials = server_credentials(load_tls(tmp_path / "certs" / "node-0", expected_id=0))
+    server = grpc.aio.server()
+    port = free_loopback_ports(1)[0]
+    try:
+        assert listen(server, f"127.0.0.1:{port}", credentials) == f"127.0.0.1:{port}"
+        other = free_loopback_ports(1)[0]
+        assert listen(server, f"192.0.2.1:{other}", credentials) == f"[::]:{other}"
+    finally:
+        await server.stop(0)
