@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from coordinator_tools.cluster.launch import RUN_SUMMARY_FILE, node_log_dir
+from coordinator_tools.cluster.ports import check_ports_free
 from node.viewlog import VIEW_LOG_NAME
 
 BIN = Path(sys.executable).parent
@@ -56,9 +57,7 @@ def test_sigterm_stops_the_nodes_and_writes_run_json(make_cluster_files):
     summary = json.loads((rundir / RUN_SUMMARY_FILE).read_text())
     assert summary["interrupted"] is True and len(summary["nodes"]) == 4
     assert node_processes_of(rundir) == []
-    for port in (int(files.topology.address_of(v).rpartition(":")[2]) for v in range(4)):
-        with socket.socket() as sock:  # the ports are free again
-            sock.bind(("127.0.0.1", port))
+    check_ports_free(files.topology.address_of(v) for v in range(4))  # no node holds its port any more
 
 
 def test_a_port_in_use_is_named_before_anything_starts(make_cluster_files):
