@@ -14,14 +14,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from types import FrameType
+from typing import NoReturn, TypeVar
 
 import numpy as np
 
+from coordinator_tools.cluster.ports import check_ports_free
 from coordinator_tools.cluster.round_timing import round_completions, round_timing
 from node.agent_budget import BudgetRequest
 from node.breaks import Breaks
@@ -67,6 +71,7 @@ class ClusterResult:
     topology: Topology
     nodes: list[NodeResult] = field(default_factory=list)
     timed_out: bool = False
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM before its nodes were done
 
     @property
     def failures(self) -> list[NodeResult]:
@@ -306,33 +311,58 @@ def _check_per_process_option(topology: Topology, values: Mapping[int, Flag], wh
 def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),
                 on_progress: ProgressCallback | None = None) -> ClusterResult:
     """Run one process per address (its node ids) until all exit (or the timeout), then collect."""
-    data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
+    topology = load_topology(topology_path)
+    data_files = check_launch_inputs(topology, data_dir, options)
+    check_ports_free(topology.address_of(node_ids[0]) for node_ids in hosted_ids(topology))
     topology = prepare_rundir(topology_path, rundir, canaries=options.canaries)
     processes: dict[tuple[int, ...], subprocess.Popen] = {}
     deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
-    timed_out = False
-    try:
-        for node_ids in hosted_ids(topology):
-            processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
-                                   if len(node_ids) == 1 else
-                                   start_hosting_process(rundir, node_ids, Path(data_dir), options))
-        while any(p.poll() is None for p in processes.values()):
-            if on_progress:
-                on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in range(topology.n)})
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(POLL_INTERVAL_S)
-    finally:
-        _stop_all(processes)
-    result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
+    timed_out = interrupted = False
+    with _sigterm_as_interrupt():
+        try:
+            for node_ids in hosted_ids(topology):
+                processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
+                                       if len(node_ids) == 1 else
+                                       start_hosting_process(rundir, node_ids, Path(data_dir), options))
+            while any(p.poll() is None for p in processes.values()):
+                if on_progress:
+                    on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in range(topology.n)})
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(POLL_INTERVAL_S)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the nodes are stopped and the run summed up all the same
+            interrupted = True
+        finally:
+            _stop_all(processes)
+    result = ClusterResult(Path(rundir), topology, timed_out=timed_out, interrupted=interrupted)
     for node_ids, process in processes.items():
         killed = process.returncode == -signal.SIGKILL and any(v in options.kill_at_round for v in node_ids)
         stderr_path = node_log_dir(rundir, node_ids[0]) / STDERR_FILE
         result.nodes += [_collect(rundir, v, process.returncode, killed, stderr_path) for v in node_ids]
     result.nodes.sort(key=lambda r: r.node_id)
     _write_summary(result, options)
+    if interrupted:
+        raise KeyboardInterrupt
     return result
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a run as Ctrl-C does: its node processes are stopped and run.json is written (a handler can
+    only be installed from the main thread; elsewhere SIGTERM keeps its default)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt
 
 
 def _stop_all(processes: Mapping[tuple[int, ...], subprocess.Popen]) -> None:
@@ -374,6 +404,7 @@ def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
         "sampler": options.sampler,
         "tls": options.certs_dir is not None,
         "timed_out": result.timed_out,
+        "interrupted": result.interrupted,
         "nodes": [
             {"id": r.node_id, "exit_code": r.exit_code, "killed_by_request": r.killed_by_request,
              "rounds_started": r.rounds_started, "finished": r.estimate is not None}
