@@ -21,6 +21,7 @@ from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
 from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.report_schema import AuditReport
 from coordinator_tools.audit.run_audit import AUTO_ATTACK_MAX_N, DEFAULT_DELTA, AttackPairs, AuditOptions, audit_run
 from coordinator_tools.audit.sentences import NO_NOISE, summary_sentences
 from node.errors import ConfigError
@@ -110,7 +111,7 @@ def print_summary(report: Mapping[str, object], page: Path, console: Console) ->
 
 def _observer_table(report: Mapping[str, object]) -> Table:
     rdp, eps = (report["summary"][f"mean_{unit}_per_observer"] for unit in ("rdp", "eps"))
-    shown = worst_observers(report, SHOWN_OBSERVERS)
+    shown = worst_observers(AuditReport.model_validate(report), SHOWN_OBSERVERS)
     table = Table(title=f"Mean loss per observer v {MEAN_RULE}: RDP at alpha = {report['alpha']:g}, "
                   f"ε at delta = {report['delta']:g} (worst {len(shown)} of {len(rdp['exact_upper'])})")
     for column in ("v", "exact RDP", "ε", "paper RDP", "ε", "LDP RDP", "ε", "exact/LDP"):

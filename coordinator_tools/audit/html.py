@@ -13,6 +13,7 @@ from pathlib import Path
 from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.learning_figures import side_label
 from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.report_schema import AuditReport
 from coordinator_tools.audit.sentences import summary_sentences
 
 PAGE_FILE = "index.html"
@@ -185,7 +186,7 @@ def _summary_table(report: Mapping[str, object]) -> str:
     what the run shows in a sentence each."""
     summary = report["summary"]
     rdp, eps = summary["mean_rdp_per_observer"], summary.get("mean_eps_per_observer")
-    shown = worst_observers(report, SHOWN_OBSERVERS)
+    shown = worst_observers(AuditReport.model_validate(report), SHOWN_OBSERVERS)
     names = {"exact_upper": "exact (upper end)", "exact_lower": "exact (lower end)", "paper": "paper (closed form)",
              "paper_corrected": "paper (corrected)", "ldp": "local DP"}
     columns = [column for column in names if column in rdp and any(x is not None for x in rdp[column])]

@@ -49,13 +49,6 @@ from node.errors import ConfigError
 from node.topology import FixedSchedule, ProtocolParams, Topology, save_topology
 
 START_SIGMA = 1.0  # the σ a target point's topology is first built at (muffliato's default T is T_stop there)
-COLUMNS = (
-    "point", "protocol", "graph", "n", "T", "sigma", "target_eps", "delta", "mode",
-    "graph_seed", "data_seed", "noise_seed", "attack_seed",
-    "utility_metric", "utility", "baseline_utility",
-    "mean_exact_eps", "worst_exact_eps", "mean_paper_eps", "ldp_eps", "central_eps", "mean_exact_rdp", "alpha",
-    "elapsed_s", "checks_ok",
-)  # fmt: skip
 
 
 def learning_setup(point: Point, grid: SweepGrid, steps: int) -> CompareSetup:
