@@ -48,10 +48,19 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
         assert rows[f"budget {budget:g}: T_i chosen on the validation split"]["measured"] == chosen
         topology = json.loads((out / f"eps{budget:g}" / "run" / "topology.json").read_text())
         assert topology["protocol"]["updates"] == chosen
+        # the paper's warm start: eps 0.05 paid first, then model propagation, which the audit charges nothing for
+        assert (topology["protocol"]["warm_start_epsilon"], topology["protocol"]["warm_start_propagation"]) == (
+            0.05, result["setup"]["warm_start"]["propagation_steps"])
+        report = json.loads((out / f"eps{budget:g}" / "audit" / "report.json").read_text())
+        for agent in report["personalized"]["agents"]:
+            assert agent["planned_epsilons"][0] == 0.05 and len(agent["planned_epsilons"]) == chosen + 1
+            assert agent["updates"] == chosen
     held_out = [np.load(out / folder / "test.npz")["y"].size for folder in ("validation", "data")]
     assert held_out[0] == held_out[1] > 0
     assert rows["agents"]["verdict"] == "differs (stated deviation)"
     assert {deviation["aspect"] for deviation in result["deviations"]} >= {"dataset", "n", "rounds", "warm start"}
+    warm = next(deviation for deviation in result["deviations"] if deviation["aspect"] == "warm start")
+    assert "model propagation" in warm["netdp"]
     kinds = ("reproduced", "differs (stated deviation)", "finding", None)
     assert all(row["verdict"] in kinds for row in result["rows"])
     few, many = result["statement_vs_proof"]
