@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.personalized_cd.canary_model import canary_model
@@ -65,6 +66,16 @@ def test_propagation_converges_to_the_closed_form_minimiser_of_objective_15() ->
         models[i] = problems[i].propagate(local[i], {j: models[j] for j in problems[i].weights})
     assert models == pytest.approx(closed_form, abs=1e-12)
     assert not np.allclose(closed_form, local)
+
+
+def test_propagation_needs_a_private_warm_start_and_pays_for_no_broadcast() -> None:
+    base = {"dimension": 2, "mu": 1.0, "max_examples": 10, "updates": 3, "epsilon": 1.0}
+    with pytest.raises(ValidationError, match="set warm_start_epsilon too"):
+        PersonalizedCDParams(**base, warm_start_propagation=2)
+    params = PersonalizedCDParams(**base, warm_start_epsilon=0.1, warm_start_propagation=2)
+    assert (params.releases, params.spend_count, params.wakeups) == (6, 4, 5)
+    assert [params.paid_release(sequence) for sequence in range(1, 7)] == [0, None, None, 1, 2, 3]
+    assert [params.paid_releases(sequence) for sequence in range(7)] == [0, 1, 1, 1, 2, 3, 4]
 
 
 def test_a_propagation_step_is_its_released_inputs_combined_with_no_canary_or_noise_of_its_own() -> None:
