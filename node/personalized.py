@@ -20,7 +20,13 @@ The private warm start (Remark 3, supplementary Sec. C) releases the agent's pur
 the minimiser of L_i with the same clipped gradients, perturbed by output perturbation (Chaudhuri
 et al. 2011): clipping a logistic or least-squares example's gradient rescales the derivative of
 its loss along ⟨θ, x⟩ monotonically, so that L_i stays convex, 2λ_i-strongly convex with λ_i‖θ‖²,
-and its minimiser moves by at most L₀ / (m_i λ_i) in l2 when one example is replaced.
+and its minimiser moves by at most L₀ / (m_i λ_i) in l2 when one example is replaced. Model
+propagation (supplementary Sec. C) then smooths the released local models over the graph by block
+coordinate descent on
+
+  Q_MP(Θ) = ½ (Σ_{i<j} W_ij ‖Θ_i − Θ_j‖² + μ Σ_i D_ii c_i ‖Θ_i − Θ_i^loc‖²)   (15),
+
+objective (2) with L_i(θ) = ½ ‖θ − Θ_i^loc‖², whose block minimiser is step (16).
 """
 
 from __future__ import annotations
@@ -129,6 +135,14 @@ class AgentProblem:
         """Update (6) from the agent's model, its neighbours' latest ones and its (noisy) gradient."""
         smoothed = sum(weight * neighbours[peer] for peer, weight in self.weights.items())
         return (1.0 - self.step) * theta + self.step * (smoothed - self.mu * self.confidence * gradient)
+
+    def propagate(self, local: np.ndarray, neighbours: Mapping[int, np.ndarray]) -> np.ndarray:
+        """Model propagation's step (16): the exact minimiser of objective (15) in Θ_i given the neighbours' models,
+        (Σ_j (W_ij / D_ii) Θ_j + μ c_i Θ_i^loc) / (1 + μ c_i), with `local` the agent's released (noisy) local
+        model; it reads neither Θ_i nor the data."""
+        smoothed = sum(weight * neighbours[peer] for peer, weight in self.weights.items())
+        pull = self.mu * self.confidence
+        return (smoothed + pull * local) / (1.0 + pull)
 
     def local_loss(self, theta: np.ndarray) -> float:
         """L_i(θ), the paper's regulariser included."""

@@ -749,8 +749,12 @@ class PersonalizedBlock(Open):
     `laplace`; its step is the release index), written before the release's broadcast (kind `model`,
     sequence = release index + 1) leaves the node. With a published warm start, release 0 is the
     agent's noisy local model and update t is release t + 1; without, update t is release t. An
-    update's record is written together with its `step_inputs` (step = the update, the neighbour
-    broadcasts it used, by peer and sequence).
+    update's record is written together with its `step_inputs` (step = the agent's wake-up, the
+    neighbour broadcasts it used, by peer and sequence). With `warm_start_propagation` P, the agent's
+    first P wake-ups after its warm start are steps of model propagation (16): each logs its
+    `step_inputs` (steps 0..P − 1) and broadcasts sequence k + 2 but logs no spend and no draw (it
+    reads released models only, so it is post-processing and no release here); update t is then
+    wake-up P + t, budget step t + 1, broadcast sequence P + t + 2.
 
     * `run`: `private`, `updates_planned` (T_i), `updates` (per agent, its releases counted from the
       logs but a warm start), `inferred_spends` (agents without a usable log, whose releases their
@@ -789,9 +793,11 @@ class PersonalizedBlock(Open):
       of sequence t + 1; the logged gradient is the clipped gradient recomputed from the agent's data
       at that model; and each draw's Laplace scale s_t meets s_t ε_t ≥ 2L₀/m_i for the step's logged
       ε_t. With a published warm start, update t is release t + 1 (budget step t + 1, sequence t + 2)
-      and starts at t = 0 from the warm start, release 0: its logged local model is recomputed from
-      the data, its `warm_start` draw's scale meets s ε_ws ≥ √p (1 + 10⁻⁶) L₀/(m_i λ_i) for the logged
-      ε_ws, and its broadcast (sequence 1) is their sum. m_i (in c_i, λ_i and α_i) comes from the data
+      and starts at t = 0 from the warm start, or from its last propagation step (each recomputed by
+      (16) from its warm start as broadcast and the neighbour broadcasts its `step_inputs` names);
+      the warm start is release 0: its logged local model is recomputed from the data, its
+      `warm_start` draw's scale meets s ε_ws ≥ √p (1 + 10⁻⁶) L₀/(m_i λ_i) for the logged ε_ws, and
+      its broadcast (sequence 1) is their sum. m_i (in c_i, λ_i and α_i) comes from the data
       folder: without `--data` the check fails,
       `missing_data`. Findings: `payload_not_reproduced`, `unexplained_payload` (a broadcast without
       its update, an update without its private inputs, or one naming a broadcast its view never

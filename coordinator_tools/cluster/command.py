@@ -28,9 +28,10 @@ def parse_kill(spec: str) -> tuple[int, int]:
 
 
 def _steps_per_node(protocol: BaseModel) -> int | None:
-    """Local steps every node makes when the protocol fixes their number (rounds, exchanges or updates); else None."""
+    """Local steps every node makes when the protocol fixes their number (rounds, exchanges, or wake-ups or updates);
+    else None."""
     return (getattr(protocol, "rounds", None) or getattr(protocol, "exchanges", None)
-            or getattr(protocol, "updates", None))
+            or getattr(protocol, "wakeups", None) or getattr(protocol, "updates", None))
 
 
 def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions,

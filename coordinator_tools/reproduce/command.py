@@ -119,7 +119,8 @@ def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: i
                                                                     resume=resume)))
         CONSOLE.print(f"  {documents[-1].verdict} in {documents[-1].elapsed_s:.0f} s")
     summary = {"schema": "netdp.reproduce-summary/1", "scale": scale, "seed": seed, "stamp": _stamp(),
-               "reproductions": [page.summary_entry(document, scale, seed) for document in documents]}
+               "reproductions": [page.summary_entry(document, scale, seed, out / document.name)
+                                 for document in documents]}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / page.PAGE_FILE).write_text(page.render(summary, documents), encoding="utf-8")
     return documents

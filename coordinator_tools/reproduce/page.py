@@ -3,15 +3,22 @@
 A referee reading it must tell a finding (netdp differs from the paper in the paper's own setting)
 from a stated substitution (another data set, fewer nodes, ...), check each finding with one
 command, and open the audits behind every number; summary.json carries the same content.
+Beside each reproduction's own statement-against-proof cases, the page lists those its audits
+hold: PAbD Thm 2's statement beside its proof (every ring-histogram audit keeps both) and the Rényi
+orders ICML 2024 Thm 3 covers (every rw-sgd audit: the order its statement is applied at, the
+largest one its proof holds at), one row per distinct pair of values with the number of audits.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from html import escape
+from pathlib import Path
+from typing import Any
 
 from coordinator_tools.reproduce.outcome import FINDING, SEVERITY
-from coordinator_tools.reproduce.result import ReproductionResult, ResultRow
+from coordinator_tools.reproduce.result import ReproductionResult, ResultRow, StatementVsProofEntry
 
 PAGE_FILE = "index.html"
 AUDIT_PAGE = "index.html"  # the audit's own page inside each audit folder (coordinator_tools.audit.html)
@@ -26,8 +33,48 @@ def command_line(name: str, scale: str, seed: int) -> str:
     return f"netdp reproduce {name} --scale {scale} --seed {seed}"
 
 
-def summary_entry(document: ReproductionResult, scale: str, seed: int) -> dict[str, object]:
-    """One reproduction in summary.json: its verdict, deviations, statement-vs-proof cases, judged rows, findings."""
+def audit_statements(folder: Path, runs: Sequence[str]) -> list[StatementVsProofEntry]:
+    """The statement-against-proof cases the audits among `runs` (folders under `folder`) hold, one per distinct
+    theorem and pair of values, the number of audits in its name."""
+    found: dict[tuple[str, object, object], tuple[StatementVsProofEntry, int]] = {}
+    for path in runs:
+        report_file = folder / path / "report.json"
+        if not path.endswith("audit") or not report_file.is_file():
+            continue
+        entry = _audit_statement(json.loads(report_file.read_text(encoding="utf-8")))
+        if entry is not None:
+            key = (entry.theorem, entry.statement_value, entry.proof_value)
+            found[key] = (entry, found.get(key, (entry, 0))[1] + 1)
+    return [entry.model_copy(update={"theorem": f"{entry.theorem} ({count} audit{'s' * (count > 1)})"})
+            for entry, count in found.values()]
+
+
+def _audit_statement(report: Mapping[str, Any]) -> StatementVsProofEntry | None:
+    """A ring-histogram audit's Thm 2 statement and proof, or an rw-sgd audit's Thm 3 orders; None otherwise."""
+    paper = (report.get("token_walk") or {}).get("paper") or {}
+    if report.get("protocol") == "ring-histogram" and paper.get("stated"):
+        return StatementVsProofEntry(
+            theorem="PAbD Thm 2 (ring histogram), eps of every pair",
+            statement="as stated: gamma such that RR_gamma is 12 eps sqrt(ln(1/delta)/n)-LDP",
+            statement_value=paper["stated"]["eps"],
+            proof="as the proof applies Erlingsson et al.'s Cor. 9: 12 eps0 sqrt(ln(1/delta_w)/n) per window",
+            proof_value=paper["eps"], used="proof (the audit's paper column)", why=paper["stated"]["why_not_used"])
+    theorem3 = (report.get("rw_sgd") or {}).get("theorem3")
+    if report.get("protocol") == "rw-sgd" and theorem3:
+        outside = "" if theorem3["order_valid"] else " (the audit's order is beyond it: its paper rdp is null)"
+        return StatementVsProofEntry(
+            theorem=f"ICML 2024 Thm 3 (rw-sgd), Renyi order, noise multiplier {theorem3['noise_multiplier']:.4g}",
+            statement="stated at every order alpha > 1: the audit's alpha", statement_value=report["alpha"],
+            proof="its proof needs sigma_m^2 >= 2 alpha (alpha - 1): the largest order it holds at",
+            proof_value=theorem3["largest_valid_order"], used="proof (orders where it holds)",
+            why="beyond that order the proof's step fails, so the audit converts Thm 3 to eps over the orders where "
+                f"it holds only{outside}")
+    return None
+
+
+def summary_entry(document: ReproductionResult, scale: str, seed: int, folder: Path) -> dict[str, object]:
+    """One reproduction in summary.json: its verdict, deviations, statement-vs-proof cases (its own, then its
+    audits'), judged rows, findings; `folder` holds its runs."""
     rows = [row for row in document.rows if row.verdict is not None]
     command = command_line(document.name, scale, seed)
     return {
@@ -36,7 +83,8 @@ def summary_entry(document: ReproductionResult, scale: str, seed: int) -> dict[s
         "folder": document.name, "command": command,
         "audits": [f"{document.name}/{path}/{AUDIT_PAGE}" for path in document.runs if path.endswith("audit")],
         "deviations": [deviation.model_dump() for deviation in document.deviations],
-        "statement_vs_proof": [entry.model_dump() for entry in document.statement_vs_proof],
+        "statement_vs_proof": [entry.model_dump() for entry in (*document.statement_vs_proof,
+                                                                *audit_statements(folder, document.runs))],
         "verdicts": [row.model_dump(include={"quantity", "published", "measured", "unit", "verdict", "evidence"})
                      for row in rows],
         "findings": [{"quantity": row.quantity, "text": _finding_text(document, row), "command": command}

@@ -343,6 +343,9 @@ PERSONALIZED_CD = ProtocolOptions(
                "C = 1 - ratio / n", float),
         Option("--warm-start-epsilon", "warm_start_epsilon", "eps of the private warm start: every agent first "
                "releases its noisy local model, paid from its budget, and starts from it (default: none)", float),
+        Option("--warm-start-propagation", "warm_start_propagation", "P: wake-ups of model propagation (AISTATS "
+               "2018 supplementary C) smoothing the released noisy local models over the graph before the updates; "
+               "post-processing, it spends nothing (default: 0, needs --warm-start-epsilon)", int),
         TICK_RATE,
         ALPHA,
     ),

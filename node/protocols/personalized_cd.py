@@ -18,11 +18,17 @@ over its T_i = `updates` wake-ups so that Thm 1's composition meets it exactly: 
 (`budget_split` "equal"), or by Prop. 2 at the expected global iteration of each wake-up
 ("proposition2", `node.budget.proposition2_shape`). With `warm_start_epsilon`, an agent first
 releases its purely local model with Laplace noise (ε_ws-DP, `AgentProblem.local_model`) as its
-release 0 (broadcast sequence 1), pays ε_ws from ε̄_i before it does, and starts CD from it; its
-updates split what remains. This is the agent-local part of the paper's private warm start
-(supplementary Sec. C): the perturbed local models are not propagated by extra rounds of model
-propagation, CD's own updates spread them. A budget record's step is the release index (the warm
-start 0, update t then t + 1); a broadcast's sequence is the release index + 1.
+release 0 (broadcast sequence 1), pays ε_ws from ε̄_i before it does, and starts CD from it;
+its updates split what remains. With `warm_start_propagation` P > 0 the warm start is the paper's
+(supplementary Sec. C): before its updates, an agent makes P wake-ups of model propagation, each the
+exact block minimisation (16) of objective (15) with the released noisy local models in place of
+the local ones (`AgentProblem.propagate`), broadcast like an update. A propagation step reads only
+the agent's own released warm start and its neighbours' broadcasts, all already released, and
+never the data: it is post-processing, spends nothing and draws no noise. An agent's wake-ups are
+numbered from 0 (its P propagation steps, then update t as wake-up P + t: the step of its
+`step_inputs` records and gradient draws); its broadcast of wake-up k has sequence w + k + 1 (w = 1
+with a warm start), its warm start sequence 1. A budget record's step is the paid release index
+(the warm start 0, update t then w + t), which propagation steps do not advance.
 With `epsilon` unset the agent runs non-private CD: no noise, no budget, T_i updates.
 An agent stops after T_i updates or when its budget is spent, whichever comes first, and outputs
 its last model.
@@ -38,7 +44,8 @@ shows it). A restarted agent plants the signs its private log holds.
 A killed agent restarted on its log folder (`netdp-node --resume`, `ProtocolSpec.resumable`) goes
 on from what its view log holds (`node.agent_progress`): its ledger counts every logged spend, its
 model is its last logged broadcast, its mailbox holds the neighbour models it had logged, and it
-makes only the updates it has not used up. Its parameters are the published ones with its own
+makes only the updates it has not used up (a propagation the crash interrupted is left
+unfinished: it goes on with its updates). Its parameters are the published ones with its own
 budget if it chose a lower one (`node.agent_budget`).
 """
 
@@ -70,7 +77,7 @@ if TYPE_CHECKING:
 
 PROTOCOL_NAME = "personalized-cd"
 MODEL = "model"  # the broadcast of an agent's model, sequence = its release count (warm start, then updates)
-NOISE_PURPOSE = "gradient"  # the draw's step is the agent's update index
+NOISE_PURPOSE = "gradient"  # the draw's step is the agent's wake-up index (its update's, after P propagation steps)
 WARM_START_PURPOSE = "warm_start"  # the draw perturbing the local model, step 0, before any gradient draw
 BudgetSplit = Literal["equal", "proposition2"]
 
@@ -115,6 +122,10 @@ class PersonalizedCDParams(BaseModel):
     warm_start_epsilon: float | None = Field(None, gt=0.0, description=(
         "ε_ws of the private warm start: every agent first releases its local model with Laplace noise, paid from "
         "its ε̄_i (its updates split the rest), and starts CD from it; none: CD starts from zeros"))
+    warm_start_propagation: int = Field(0, ge=0, exclude_if=lambda steps: steps == 0, description=(
+        "P: wake-ups of model propagation (AISTATS 2018 supplementary C, update (16)) every agent makes after its "
+        "warm start, before its updates, smoothing the released noisy local models over the graph; post-processing "
+        "of released models, it spends nothing; 0: CD starts from the agent's own warm start"))
     tick_rate: float = Field(20.0, gt=0.0, le=10_000.0, description="rate of every agent's Poisson clock, per second")
     alpha: float = Field(2.0, gt=1.0, description="Rényi order used in reports")
 
@@ -129,6 +140,8 @@ class PersonalizedCDParams(BaseModel):
             raise ValueError("budget_split 'proposition2' goes with curvature_ratio, and only it")
         if self.budget_split != "equal" and not self.private:
             raise ValueError(f"budget_split {self.budget_split!r} needs a private run: set epsilon too")
+        if self.warm_start_propagation and self.warm_start_epsilon is None:
+            raise ValueError("warm_start_propagation smooths the private warm start: set warm_start_epsilon too")
         if self.warm_start_epsilon is not None:
             if self.epsilon is None:
                 raise ValueError("a private warm start needs a private run: set epsilon too")
@@ -172,9 +185,35 @@ class PersonalizedCDParams(BaseModel):
         return int(self.warm_start_epsilon is not None)
 
     @property
+    def wakeups(self) -> int:
+        """Wake-ups of an agent after its warm start: its P propagation steps, then its T_i updates."""
+        return self.warm_start_propagation + self.updates
+
+    @property
     def releases(self) -> int:
-        """Models an agent broadcasts at most (sequences 1..releases): its warm start, then its T_i updates."""
+        """Models an agent broadcasts at most (sequences 1..releases): its warm start, its propagation steps, then its
+        T_i updates."""
+        return self.warm_start_releases + self.wakeups
+
+    @property
+    def spend_count(self) -> int:
+        """Spends an agent logs at most: its warm start's and its T_i updates' (its propagation steps pay nothing)."""
         return self.warm_start_releases + self.updates
+
+    def paid_release(self, sequence: int) -> int | None:
+        """The index of the spend that pays for broadcast `sequence` (the warm start 0, update t then w + t); None for
+        a propagation step, which spends nothing."""
+        release = sequence - 1
+        if release < self.warm_start_releases:
+            return release
+        if release < self.warm_start_releases + self.warm_start_propagation:
+            return None
+        return release - self.warm_start_propagation
+
+    def paid_releases(self, sequence: int) -> int:
+        """How many of an agent's broadcasts 1..sequence are paid for (its propagation steps are not)."""
+        unpaid = min(max(0, sequence - self.warm_start_releases), self.warm_start_propagation)
+        return sequence - unpaid
 
     def release_epsilons(self, node: int, n: int) -> tuple[float, ...] | None:
         """The ε of each of an agent's releases among n agents, in order; None in non-private CD."""
@@ -249,25 +288,29 @@ class PersonalizedCDNode:
         else:
             self._ledger = BudgetLedger.resumed(context.journal, *budget, self._resumed.spends)
         self._initial = np.zeros(params.vector_length)
+        self._local = self._initial  # the agent's released warm start, which its propagation steps pull towards
 
     async def run(self) -> NodeOutput:
         context, params = self._context, self._context.params
         if self._resumed is None:
             await context.wait_for_peers(context.neighbours(), context.network.startup_deadline_s)
-            theta, updates = await self._start(), 0
+            theta, wakeup = await self._start(), 0
         else:  # a restarted agent: its neighbours are long up, and it goes on where its log stops
-            theta, updates = await self._go_on(self._resumed)
+            theta, wakeup = await self._go_on(self._resumed)
         clock = np.random.default_rng()  # the wake-up times are public: they need no secret randomness
-        while updates < params.updates:
+        while wakeup < params.wakeups:
             await asyncio.sleep(clock.exponential(1.0 / (params.tick_rate * context.clock_speedup)))
-            await context.step_started(updates)
-            try:
-                theta = await self._update(theta, updates)
-            except BudgetExhausted:
-                break
-            await self._broadcast(theta, params.warm_start_releases + updates)
-            updates += 1
-        return NodeOutput(theta, updates)
+            await context.step_started(wakeup)
+            if wakeup < params.warm_start_propagation:
+                theta = await self._propagate(wakeup)
+            else:
+                try:
+                    theta = await self._update(theta, wakeup)
+                except BudgetExhausted:
+                    break
+            await self._broadcast(theta, params.warm_start_releases + wakeup)
+            wakeup += 1
+        return NodeOutput(theta, max(0, wakeup - params.warm_start_propagation))
 
     async def _start(self) -> np.ndarray:
         """Θ_i(0): the public zeros, or the private warm start, paid for before it is broadcast as release 0."""
@@ -283,19 +326,22 @@ class PersonalizedCDNode:
         await context.journal.private_input(local, False)
         theta = await context.noise.laplace(local, scale, step=0, purpose=WARM_START_PURPOSE)
         await self._broadcast(theta, 0)
+        self._local = theta
         return theta
 
     async def _go_on(self, progress: AgentProgress) -> tuple[np.ndarray, int]:
-        """A restarted agent's model and the updates it used up (each logged spend counts as one).
+        """A restarted agent's model and its next wake-up (each logged update spend uses one up).
 
         Its model is its last logged broadcast, or Θ_i(0) when it logged none; a warm start the crash
-        came before paying for is made now.
+        came before paying for is made now; a propagation it interrupted is left unfinished.
         """
         params = self._context.params
         if len(progress.spends) < params.warm_start_releases:
             return await self._start(), 0
         model = self._initial if progress.model is None else progress.model
-        return model, max(progress.updates, len(progress.spends) - params.warm_start_releases)
+        updates = len(progress.spends) - params.warm_start_releases
+        return model, max(progress.updates, params.warm_start_propagation + updates if params.warm_start_propagation
+                          else updates)
 
     async def _broadcast(self, theta: np.ndarray, release: int) -> None:
         """Send a released model to every neighbour, one way (sequence = release index + 1)."""
@@ -303,23 +349,33 @@ class PersonalizedCDNode:
         await context.broadcast(context.neighbours(), Message(MODEL, MessageId(sequence=release + 1), theta),
                                 LatestValueDelivery(), context.network.round_deadline_s)
 
-    async def _update(self, theta: np.ndarray, step: int) -> np.ndarray:
+    async def _propagate(self, wakeup: int) -> np.ndarray:
+        """Propagation step (16): the agent's released warm start and its neighbours' latest broadcasts, averaged by
+        the graph; no data, noise or spend (released models only), the inputs logged as an update's are."""
+        inputs = self._models.snapshot()
+        await self._context.journal.write(inputs_record(wakeup, inputs))
+        neighbours = {peer: inputs[peer].value if peer in inputs else self._initial for peer in self._problem.weights}
+        return self._problem.propagate(self._local, neighbours)
+
+    async def _update(self, theta: np.ndarray, wakeup: int) -> np.ndarray:
         """Update (6) at this wake-up; in the private variant the spend is logged before the noise is drawn.
 
         The gradient reads the data coordinates only, so the canary coordinates never reach the data ones."""
         context, params, problem = self._context, self._context.params, self._problem
+        step = wakeup - params.warm_start_propagation  # the update's index, which picks its share of the budget
         inputs = self._models.snapshot()
         gradient, clipped = problem.gradient(theta[: params.dimension], context.clip_bound(params.lipschitz))
         if self._ledger is None:
-            await context.journal.write(inputs_record(step, inputs))
+            await context.journal.write(inputs_record(wakeup, inputs))
             noisy = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)
         else:
             epsilon = params.step_epsilon(context.node_id, step, context.topology.n)
             assert epsilon is not None  # an agent with a budget is in a private run
             scale, spent = context.noise.laplace_scale(problem.sensitivity, epsilon)
-            await self._ledger.spend(params.warm_start_releases + step, spent, alongside=(inputs_record(step, inputs),))
+            await self._ledger.spend(params.warm_start_releases + step, spent,
+                                     alongside=(inputs_record(wakeup, inputs),))
             contribution = await context.contribution(gradient, clipped > 0, sensitivity=problem.sensitivity)
-            noisy = await context.noise.laplace(contribution, scale, step=step, purpose=NOISE_PURPOSE)
+            noisy = await context.noise.laplace(contribution, scale, step=wakeup, purpose=NOISE_PURPOSE)
         neighbours = {peer: inputs[peer].value if peer in inputs else self._initial for peer in problem.weights}
         return problem.update(theta, neighbours, noisy)
 

@@ -39,7 +39,7 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert 0.0 <= rows["budgets where non-private CD is at least as accurate as private CD (fraction)"][
         "measured"] <= 1.0
     assert set(result["seeds"]) == {"task", "eps1_noise", "eps5_noise", "non_private_noise"}
-    assert len(result["runs"]) == 2 * (3 + 2 * 2) and len(result["figures"]) == 2
+    assert len(result["runs"]) == 2 * (3 + 2 * 2 + 1) and len(result["figures"]) == 2
     # T_i is tuned per budget on the validation half of the held-out points: the best validation accuracy wins
     for budget in budgets:
         validation = {updates: json.loads((out / f"eps{budget:g}-T{updates}-validation" / "audit" / "report.json")
@@ -48,10 +48,38 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
         assert rows[f"budget {budget:g}: T_i chosen on the validation split"]["measured"] == chosen
         topology = json.loads((out / f"eps{budget:g}" / "run" / "topology.json").read_text())
         assert topology["protocol"]["updates"] == chosen
+        # the main curve starts from zero: every planned release is an update
+        assert topology["protocol"].get("warm_start_epsilon") is None
+        assert "warm_start_propagation" not in topology["protocol"]
+        report = json.loads((out / f"eps{budget:g}" / "audit" / "report.json").read_text())
+        for agent in report["personalized"]["agents"]:
+            assert len(agent["planned_epsilons"]) == agent["updates"] == chosen
+    # one extra run at the largest budget from the paper's warm start: eps 0.05 paid first, then model propagation,
+    # which the audit charges nothing for, then the budget's chosen T_i updates
+    extra = result["setup"]["warm_start"]["extra_run"]
+    assert result["setup"]["warm_start"]["main_curve"] is None
+    assert (extra["budget"], extra["epsilon"], extra["propagation_steps"], extra["folder"]) == (5.0, 0.05, 10,
+                                                                                              "eps5-warm-start")
+    chosen = int(rows["budget 5: T_i chosen on the validation split"]["measured"])
+    assert extra["updates"] == chosen
+    topology = json.loads((out / "eps5-warm-start" / "run" / "topology.json").read_text())
+    assert (topology["protocol"]["warm_start_epsilon"], topology["protocol"]["warm_start_propagation"]) == (0.05, 10)
+    assert topology["protocol"]["updates"] == chosen and topology["protocol"]["epsilon"] == 5.0
+    report = json.loads((out / "eps5-warm-start" / "audit" / "report.json").read_text())
+    for agent in report["personalized"]["agents"]:
+        assert agent["planned_epsilons"][0] == 0.05 and len(agent["planned_epsilons"]) == chosen + 1
+        assert agent["updates"] == chosen and agent["theorem1"] == pytest.approx(5.0, rel=1e-6)
+    warm_row = rows["budget 5, the paper's warm start (eps 0.05, 10 propagation steps): private CD mean test accuracy"]
+    assert warm_row["measured"] == report["utility"]["private"]
+    cold = rows["budget 5: private CD mean test accuracy (netdp run)"]["measured"]
+    assert warm_row["verdict"] == ("finding" if warm_row["measured"] < cold else "reproduced")
+    assert f"{warm_row['measured']:.3f}" in warm_row["evidence"] and f"{cold:.3f}" in warm_row["evidence"]
     held_out = [np.load(out / folder / "test.npz")["y"].size for folder in ("validation", "data")]
     assert held_out[0] == held_out[1] > 0
     assert rows["agents"]["verdict"] == "differs (stated deviation)"
     assert {deviation["aspect"] for deviation in result["deviations"]} >= {"dataset", "n", "rounds", "warm start"}
+    warm = next(deviation for deviation in result["deviations"] if deviation["aspect"] == "warm start")
+    assert "without warm start" in warm["netdp"] and "model propagation" in warm["netdp"] and "13.4" in warm["why"]
     kinds = ("reproduced", "differs (stated deviation)", "finding", None)
     assert all(row["verdict"] in kinds for row in result["rows"])
     few, many = result["statement_vs_proof"]

@@ -10,10 +10,12 @@ with prev the agent's last broadcast before it that its log holds as sent (what 
 goes on from; the public zeros before the first), used_j the broadcast of neighbour j its
 `step_inputs` record names (the public zeros for a neighbour it names none of), and η_i,t its draw,
 Laplace of scale b = (2L₀/m_i) / ε_t at the ε_t its budget record logged. A private warm start is
-release 0: no canaries, its own Laplace noise of scale √p (1 + tol) L₀ / (m_i λ_i ε_ws). Unrolled from
+release 0: no canaries, its own Laplace noise of scale √p (1 + tol) L₀ / (m_i λ_i ε_ws). A step of
+model propagation after it, (Σ_j (W_ij / D_ii) Θ̃_j(used_j) + μ c_i^conf Θ̃_i(warm start)) / (1 + μ c_i^conf),
+adds no canaries and no noise of its own: a combination of released broadcasts. Unrolled from
 the zeros, each broadcast is planted · c + B · η: one row per broadcast some agent logged (received or
 refused), named (sender, sequence) as the receivers' `model` records name it, one noise column per
-(agent, release), its std √2·b relative to the report's σ = 1 (the logged scales).
+(agent, paid release), its std √2·b relative to the report's σ = 1 (the logged scales).
 
 α_i, c_i^conf = min(1, m_i/m_max) and the sensitivities depend on the agent's size m_i, which no
 public record holds: its canary record's magnitude, L₀/m_i, gives it (the audit reads those records
@@ -80,6 +82,7 @@ class _Unrolling:
     def __init__(self, run: BroadcastRun, sizes: Mapping[int, int]) -> None:
         self._run = run
         params: PersonalizedCDParams = run.topology.protocol
+        self._params = params
         self._warm = params.warm_start_releases
         self._problems = {agent: AgentProblem.sized(params, run.topology, agent, examples)
                           for agent, examples in sizes.items() if agent in run.used}
@@ -118,14 +121,17 @@ class _Unrolling:
         """The broadcasts this one is computed from (its sender's previous one, the neighbours' it used); None
         when its sender's log, size or update record is missing, or it used a broadcast its sender never logged."""
         agent, sequence = broadcast
-        release = sequence - 1
-        if agent not in self._problems or release >= len(self._run.spends.get(agent, ())):
+        release, paid = sequence - 1, self._params.paid_release(sequence)
+        spends = len(self._run.spends.get(agent, ()))
+        if agent not in self._problems or (spends < self._warm if paid is None else paid >= spends):
             return None
         if release < self._warm:
             return []
         used = self._used(agent, release)
         if used is None or any(b not in self._run.views.get(agent, ()) for b in used.values()):
             return None
+        if paid is None:  # a propagation step: its own warm start, then the neighbours'
+            return [(agent, 1), *used.values()]
         previous = self._previous(agent, sequence)
         return ([] if previous is None else [previous]) + list(used.values())
 
@@ -135,33 +141,49 @@ class _Unrolling:
         return (agent, max(before)) if before else None
 
     def _used(self, agent: int, release: int) -> dict[int, Broadcast] | None:
-        """Neighbour -> the broadcast of it the update of this release used (a neighbour absent: its zeros)."""
+        """Neighbour -> the broadcast of it the wake-up of this release used (a neighbour absent: its zeros)."""
         inputs = self._run.used[agent].get(release - self._warm)
         weights = self._problems[agent].weights
         return None if inputs is None else {peer: (peer, inputs[peer]) for peer in weights if peer in inputs}
 
     def _combined(self, broadcast: Broadcast) -> tuple[np.ndarray, np.ndarray] | None:
-        """Update (6) on the canary coordinates, from the rows of the broadcasts it depends on."""
+        """Update (6), or a propagation step (16), on the canary coordinates, from the rows of the broadcasts it depends
+        on."""
         agent, sequence = broadcast
-        release = sequence - 1
+        release, paid = sequence - 1, self._params.paid_release(sequence)
         planted, noise = np.zeros(self._run.n), np.zeros(len(self.owners))
-        column = self._column.get((agent, release))
+        column = None if paid is None else self._column.get((agent, paid))
         if release < self._warm:  # the warm start: its noise alone
             if column is not None:
                 noise[column] = 1.0
             return planted, noise
         problem = self._problems[agent]
+        used = self._used(agent, release) or {}
+        if paid is None:
+            pull = problem.mu * problem.confidence
+            parts = [(pull / (1.0 + pull), (agent, 1))]
+            parts += [(problem.weights[peer] / (1.0 + pull), source) for peer, source in used.items()]
+            return self._sum(parts)
         previous = self._previous(agent, sequence)
         parts = [] if previous is None else [(1.0 - problem.step, previous)]
-        parts += [(problem.step * problem.weights[peer], used) for peer, used in self._used(agent, release).items()]
+        parts += [(problem.step * problem.weights[peer], source) for peer, source in used.items()]
+        combined = self._sum(parts)
+        if combined is None:
+            return None
+        planted, noise = combined
+        own = problem.step * problem.mu * problem.confidence
+        planted[agent] -= own
+        if column is not None:
+            noise[column] -= own
+        return planted, noise
+
+    def _sum(self, parts: list[tuple[float, Broadcast]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows of these broadcasts, weighted; None when one of them is unknown."""
+        planted, noise = np.zeros(self._run.n), np.zeros(len(self.owners))
         for coefficient, source in parts:
             row = self._rows.get(source)
             if row is None:  # unknown, or on a cycle of forged records
                 return None
             planted += coefficient * row[0]
             noise += coefficient * row[1]
-        own = problem.step * problem.mu * problem.confidence
-        planted[agent] -= own
-        if column is not None:
-            noise[column] -= own
         return planted, noise

@@ -31,12 +31,16 @@ non-private run logs none. With the data the auditor also recomputes each step's
 the model before it, and checks that each draw's scale pays for no less than the step's logged ε:
 s_t ε_t ≥ 2L₀/m_i (a node's sampler may widen it, never narrow it).
 
-Keyed on the logged records: update t is the `step_inputs` of step t, its draw the `gradient` draw of
-step t, its spend the `budget` record of step t + w, its broadcast sequence t + 1 + w (w = 1 when the
-run publishes a private warm start, else 0). The warm start is release 0: its private input is the
-agent's local model (recomputed from the data), its `warm_start` draw's scale pays for the budget
-record of step 0 at the local model's sensitivity, broadcast #1 is their sum, and update 0 starts
-from it instead of zeros (from zeros when a crash cut it short).
+Keyed on the logged records: update t is the `step_inputs` of step t + P, its draw the `gradient` draw
+of step t + P, its spend the `budget` record of step t + w, its broadcast sequence t + P + 1 + w (w = 1
+when the run publishes a private warm start, else 0; P its published propagation steps, else 0).
+Propagation step k (< P) is the `step_inputs` of step k, without private input, draw or spend: its
+broadcast, sequence k + 1 + w, is recomputed by (16) from the agent's warm start as broadcast and
+the neighbour broadcasts the step names, so the check shows that it read released models only.
+The warm start is release 0: its private input is the agent's local model (recomputed from the
+data), its `warm_start` draw's scale pays for the budget record of step 0 at the local model's
+sensitivity, broadcast #1 is their sum, and the first wake-up starts from it instead of zeros (from
+zeros when a crash cut it short).
 """
 
 from __future__ import annotations
@@ -73,11 +77,19 @@ class Release:
     epsilon: float | None  # its logged spend
     broadcasts: list[viewlog_pb2.Tensor]  # every `sent` payload of its sequence; none: a crash cut it short
     noisy: bool  # whether the run draws noise for it
+    propagation: int = 0  # P: the wake-ups before the agent's updates, model propagation's (no private input)
     input_index: int | None = None  # its private input, once assigned
 
     @property
+    def propagating(self) -> bool:
+        """Whether it is a step of model propagation, which reads released models only."""
+        return self.step is not None and self.step < self.propagation
+
+    @property
     def where(self) -> str:
-        return "warm start" if self.step is None else f"update {self.step}"
+        if self.step is None:
+            return "warm start"
+        return f"propagation step {self.step}" if self.propagating else f"update {self.step - self.propagation}"
 
     @property
     def surely_input(self) -> bool:
@@ -112,7 +124,7 @@ def check_updates(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> Trajector
 
 def _releases(log: NodeLog, draws: tuple[viewlog_pb2.NoiseDraw, ...], params: PersonalizedCDParams) -> list[Release]:
     """The agent's releases in log order: its warm start (when published, and paid for or logged), then its updates."""
-    first = params.warm_start_releases
+    first, propagation = params.warm_start_releases, params.warm_start_propagation
     spends = {int(record.step): float(record.epsilon) for record in log.of_kind("budget")}
     broadcasts = _broadcasts(log)
     gradient_draws = {draw.step: draw for draw in draws if draw.purpose == NOISE_PURPOSE}
@@ -122,14 +134,17 @@ def _releases(log: NodeLog, draws: tuple[viewlog_pb2.NoiseDraw, ...], params: Pe
         releases.append(Release(None, 1, None, warm, spends.get(0), broadcasts.get(1, []), True))
     for record in log.of_kind("step_inputs"):
         step = int(record.step)
-        releases.append(Release(step, step + 1 + first, record, gradient_draws.get(step), spends.get(step + first),
-                                broadcasts.get(step + 1 + first, []), params.private))
+        paid = step >= propagation
+        releases.append(Release(step, step + 1 + first, record, gradient_draws.get(step) if paid else None,
+                                spends.get(step - propagation + first) if paid else None,
+                                broadcasts.get(step + 1 + first, []), params.private and paid, propagation))
     return releases
 
 
 def _assign_inputs(agent: int, releases: list[Release], inputs: int, comparison: PayloadComparison) -> bool:
     """Each release's private input, in order: every one that surely logged one, and the others (cut short before
     their draw) all or none, as the count says; False, with a finding, when the count says neither."""
+    releases = [release for release in releases if not release.propagating]  # they read no private input
     cut_short = sum(not release.surely_input for release in releases)
     extra = inputs - (len(releases) - cut_short)
     if extra not in (0, cut_short):
@@ -150,7 +165,7 @@ def _replay_agent(log: NodeLog, releases: list[Release], problem: AgentProblem, 
     release cut short changes nothing: the agent resumed from that broadcast), or for an agent without
     neighbours, which broadcasts nothing, its last recomputed update."""
     agent, initial, dimension = log.node, np.zeros(inputs.shape[1]), problem.data.x.shape[1]
-    held = initial
+    held, warm_start = initial, None
     gradients = [inputs[release.input_index] for release in releases
                  if release.step is not None and release.input_index is not None]
     canaries = Canaries(np.sign(gradients[0][dimension:]) if gradients else np.zeros(0))
@@ -159,6 +174,9 @@ def _replay_agent(log: NodeLog, releases: list[Release], problem: AgentProblem, 
         private_input = None if release.input_index is None else inputs[release.input_index]
         if release.step is None:
             recomputed = _replay_warm_start(agent, where, problem, private_input, release, comparison)
+            warm_start = from_tensor(release.broadcasts[0]) if release.broadcasts else recomputed
+        elif release.propagating:
+            recomputed = _replay_propagation(where, log, problem, warm_start, release, comparison)
         else:
             recomputed = _replay_update(where, log, problem, canaries, held, private_input, release, comparison)
         if release.broadcasts and recomputed is None:
@@ -190,6 +208,19 @@ def _replay_update(where: str, log: NodeLog, problem: AgentProblem, canaries: Ca
         return None
     noise = 0.0 if release.draw is None else from_tensor(release.draw.value)
     return problem.update(held, used, gradient + noise)
+
+
+def _replay_propagation(where: str, log: NodeLog, problem: AgentProblem, warm_start: np.ndarray | None,
+                        release: Release, comparison: PayloadComparison) -> np.ndarray | None:
+    """Propagation step (16) from the agent's warm start and the neighbour broadcasts the step names; None when the
+    warm start is not known."""
+    if warm_start is None:
+        return None
+    used, unheard = _used_models(release.inputs, log, problem, np.zeros_like(warm_start))
+    if unheard:
+        comparison.unexplained(log.node, f"{where} used {unheard[0]}, which its view log did not receive")
+        return None
+    return problem.propagate(warm_start, used)
 
 
 def _replay_warm_start(agent: int, where: str, problem: AgentProblem, local: np.ndarray | None, release: Release,

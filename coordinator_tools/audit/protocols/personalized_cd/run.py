@@ -1,10 +1,12 @@
 """What a personalized-CD run really did, from its view logs: each agent's releases and the ε it paid for each.
 
-An agent's public log holds, per release r (from 0: its warm start, if published, then update t
+An agent's public log holds, per paid release r (from 0: its warm start, if published, then update t
 as release t + w, w = 1 with a warm start, else 0): a `budget` record of step r (the ε the release
 spent; an update's written with its `step_inputs`) before the model left the node, then the `sent`
-records of its broadcast (kind `model`, sequence r + 1) to every neighbour. The rebuild keeps,
-per agent, the ε of every release in order, and notes:
+records of its broadcast (kind `model`, sequence r + 1, or r + 1 + P for an update after P steps of
+model propagation) to every neighbour. A propagation step's broadcast (sequences 2..P + 1) is
+computed from released models only (`node.protocols.personalized_cd`): it pays nothing and is no
+release here. The rebuild keeps, per agent, the ε of every paid release in order, and notes:
 * a release (a broadcast, as its own log or a receiver's names it) without its budget record:
   an error in a private run, the model left unpaid;
 * budget records out of order or twice for a step: an error (every logged spend still counts);
@@ -42,10 +44,10 @@ def record_problem(topology: Topology, node: int, kind: str, entry: Any) -> str 
             return f"a message of kind {kind_of(entry)!r}; personalized CD only broadcasts {MODEL!r}"
         if not 1 <= entry.sequence <= params.releases:
             return f"broadcast sequence {entry.sequence} is outside 1..{params.releases}"
-    elif kind == "budget" and entry.step >= params.releases:
-        return f"budget step {entry.step} is beyond the {params.releases} releases of an agent"
-    elif kind == "step_inputs" and entry.step >= params.updates:
-        return f"step {entry.step} is beyond the {params.updates} updates of an agent"
+    elif kind == "budget" and entry.step >= params.spend_count:
+        return f"budget step {entry.step} is beyond the {params.spend_count} paid releases of an agent"
+    elif kind == "step_inputs" and entry.step >= params.wakeups:
+        return f"step {entry.step} is beyond the {params.wakeups} wake-ups of an agent"
     if kind == "budget" and not (params.private and np.isfinite(entry.epsilon) and entry.epsilon > 0.0):
         return f"a budget record of epsilon {entry.epsilon:g}" + ("" if params.private else " in a non-private run")
     if kind == "step_inputs":
@@ -104,6 +106,7 @@ def planned_run(topology: Topology) -> BroadcastRun:
 
 def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> BroadcastRun:
     """Each agent's spends from its own log, or inferred from its neighbours' when its log is unusable."""
+    params: PersonalizedCDParams = topology.protocol
     heard = np.zeros((topology.n, topology.n), dtype=bool)
     received: dict[int, int] = {}  # agent -> highest sequence of its broadcasts in any log
     for observer, log in logs.items():
@@ -122,13 +125,14 @@ def rebuild_run(topology: Topology, logs: Mapping[int, NodeLog], findings: list[
     for agent in range(topology.n):
         log = logs.get(agent)
         if log is not None:
-            run.spends[agent] = _logged_spends(agent, log, topology, max(received.get(agent, 0),
-                                                                        _own_releases(log)), findings)
+            paid = params.paid_releases(max(received.get(agent, 0), _own_releases(log)))
+            run.spends[agent] = _logged_spends(agent, log, topology, paid, findings)
         elif received.get(agent):
-            run.spends[agent] = _published(topology, agent)[:received[agent]]
+            paid = params.paid_releases(received[agent])
+            run.spends[agent] = _published(topology, agent)[:paid]
             run.inferred.add(agent)
             findings.append(Finding("warning", "inferred_spend", agent,
-                                    f"node {agent} has no usable log: its {received[agent]} releases seen by its "
+                                    f"node {agent} has no usable log: its {paid} paid releases seen by its "
                                     "neighbours are counted at their published epsilon"))
     return run
 
@@ -161,7 +165,7 @@ def _published(topology: Topology, agent: int) -> list[float]:
     """The ε of each of an agent's releases as published (unprotected in non-private CD)."""
     params: PersonalizedCDParams = topology.protocol
     epsilons = params.release_epsilons(agent, topology.n)
-    return [np.inf] * params.releases if epsilons is None else list(epsilons)
+    return [np.inf] * params.spend_count if epsilons is None else list(epsilons)
 
 
 def _adjacency(topology: Topology) -> np.ndarray:
