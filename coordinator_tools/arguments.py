@@ -39,3 +39,9 @@ def _number(text: str, bound: Bound) -> float:
     if not bound.valid(value):
         raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}")
     return value
+
+
+def flag_names(args: argparse.Namespace) -> dict[str, str]:
+    """Each option's destination and its flag ('target_eps' -> '--target-eps'): a value the parser let through and a
+    model refused is then named as the flag the user typed (`node.schema.config_errors`)."""
+    return {name: "--" + name.replace("_", "-") for name in vars(args)}

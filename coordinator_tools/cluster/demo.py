@@ -17,6 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
+from coordinator_tools.arguments import flag_names
 from coordinator_tools.audit.command import print_summary
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.run_audit import audit_run
@@ -94,11 +95,11 @@ def claim_new_folder(out: Path) -> Path:
 
 def _demo_command(args: argparse.Namespace) -> int:
     protocol = resolve_defaults(args)
-    with config_errors():
+    with config_errors(flag_names(args)):
         topology = demo_topology(args, protocol)
     out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
     save_topology(topology, out / TOPOLOGY_FILE)
-    with config_errors():
+    with config_errors(flag_names(args)):
         protocol.write_data(topology, out / "data", args)
     if not args.insecure and args.certs is None:
         args.certs = out / "certs"
