@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from coordinator_tools.arguments import count, flag_names
+from coordinator_tools.arguments import count, flag_names, positive
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, launch_with_progress, report_failures
@@ -122,7 +122,8 @@ def _compare_command(args: argparse.Namespace) -> int:
     seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
     first = comparison_topology(setup, graph, setup.params(GOSSIP, 1.0, 2.0, graph.number_of_nodes()), run_id="data")
     write_data(setup, first, out / "data", seed)
-    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout)
+    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
+                           startup_timeout_s=args.startup_timeout)
     entries = {}
     for protocol, calibration in calibrations.items():
         report = run_protocol(setup, calibration, out / protocol, out / "data", launch, secure=not args.insecure)
@@ -166,5 +167,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="noise sampler of every node (default: secure)")
     compare.add_argument("--seed", type=int, default=None, help="master seed of the simulation sampler")
     compare.add_argument("--insecure", action="store_true", help="plain-text gRPC (default: mutual TLS)")
-    compare.add_argument("--timeout", type=float, default=None, help="give up on a run after this many seconds")
+    compare.add_argument("--timeout", type=positive, default=None, metavar="SECONDS",
+                         help="give up on a run that has not finished this many seconds after its node processes "
+                              "started")
+    compare.add_argument("--startup-timeout", type=positive, default=None, metavar="SECONDS",
+                         help="give up on a run whose node processes have not all started after this many seconds")
     compare.set_defaults(handler=_compare_command)
