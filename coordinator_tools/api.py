@@ -172,8 +172,9 @@ class Audit:
 
     @property
     def checks(self) -> pd.DataFrame:
-        """The report's checks: name, ok, detail."""
-        return pd.DataFrame(self.report["checks"], columns=["name", "ok", "detail"])
+        """The report's checks: name, level (pass, warning or fail: a warning holds but says something is not what it
+        seems), ok, detail."""
+        return pd.DataFrame(self.report["checks"], columns=["name", "level", "ok", "detail"])
 
     @property
     def ok(self) -> bool:
