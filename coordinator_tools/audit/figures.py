@@ -129,17 +129,23 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
 
 def draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, values: np.ndarray, label: str,
                       colour: str, offset: float) -> None:
-    """Mean per distance with a bar from the smallest to the largest pair at that distance."""
-    stats = []
+    """Mean per distance with a bar from the smallest to the largest pair at that distance; a distance where every
+    pair's loss is 0 (the view does not depend on the source), which a log axis cannot place, is a hollow marker
+    on the axis' floor, so that it reads as 0 and not as missing."""
+    stats, zeros = [], []
     for distance in distances:
-        at = values[(hops == distance) & np.isfinite(values) & (values > 0)]
-        if at.size:
+        at = values[(hops == distance) & np.isfinite(values)]
+        if at.size and at.max() > 0:
             stats.append((distance + offset, at.mean(), at.min(), at.max()))
-    if not stats:
-        return
-    x, mean, low, high = (np.array(column) for column in zip(*stats))
-    spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
-    axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+        elif at.size:
+            zeros.append(distance + offset)
+    if stats:
+        x, mean, low, high = (np.array(column) for column in zip(*stats))
+        spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
+        axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+    if zeros:  # x in data, y in axes coordinates: on the floor whatever the scale
+        axis.scatter(zeros, np.zeros(len(zeros)), transform=axis.get_xaxis_transform(), marker="v", s=60,
+                     facecolors="none", edgecolors=colour, clip_on=False, label=f"{label}: 0 at this distance")
 
 
 def _baseline_line(axis: plt.Axes, value: float, **style: object) -> None:
