@@ -10,6 +10,8 @@ import argparse
 
 from coordinator_tools.audit.plan import COUNT, NON_NEGATIVE, ORDER, POSITIVE, PROBABILITY, Bound
 
+OPTION_LABELS = "option_labels"  # where `netdp` records the options an experiment file set, by its keys
+
 
 def positive(text: str) -> float:
     return _number(text, POSITIVE)
@@ -42,6 +44,8 @@ def _number(text: str, bound: Bound) -> float:
 
 
 def flag_names(args: argparse.Namespace) -> dict[str, str]:
-    """Each option's destination and its flag ('target_eps' -> '--target-eps'): a value the parser let through and a
-    model refused is then named as the flag the user typed (`node.schema.config_errors`)."""
-    return {name: "--" + name.replace("_", "-") for name in vars(args)}
+    """Each option's destination and how the user gave it ('target_eps' -> 'argument --target-eps', or the key of
+    an experiment file): a value the parser let through and a model refused is then named as the user wrote it
+    (`node.schema.config_errors`)."""
+    named = {name: "argument --" + name.replace("_", "-") for name in vars(args)}
+    return {**named, **getattr(args, OPTION_LABELS, {})}

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import NoReturn
 
+from coordinator_tools.arguments import OPTION_LABELS
+from coordinator_tools.experiment import Experiment, expand, given_on_command_line, keep_copy
 from node.errors import NetdpError
 
 COMMAND_MODULES = (
@@ -53,10 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    try:
+        argv, experiment = _with_experiment(parser, argv)
+    except NetdpError as exc:
+        print(f"netdp: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        if experiment is not None:
+            command = _command_parser(parser, args.command)
+            setattr(args, OPTION_LABELS, experiment.labels(given_on_command_line(command, experiment.argv)))
+        code = int(args.handler(args) or 0)
+        if experiment is not None:
+            keep_copy(experiment, args.out)
+        return code
     except NetdpError as exc:
         print(f"netdp: error: {exc}", file=sys.stderr)
         return 2
@@ -66,6 +80,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`netdp log show ... | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
         return 0
+
+
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the sub-command `name`."""
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return subparsers.choices[name]
+
+
+def _with_experiment(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], Experiment | None]:
+    """argv with the keys of the experiment file given to its command (`--experiment FILE`) put in as flags."""
+    names = [token for token in argv if not token.startswith("-")]
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    if not names or names[0] not in subparsers.choices:
+        return argv, None
+    at = argv.index(names[0])
+    rest, experiment = expand(subparsers.choices[names[0]], argv[at + 1:])
+    return [*argv[:at + 1], *rest], experiment
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ def describe_validation_error(error: ValidationError, document: object = None, m
     `document` (the parsed JSON) when there is one: pydantic puts the tag of a discriminated union
     into the error's location ('protocol.muffliato.sigma'), and the document tells those tags apart
     from the field names a user wrote ('protocol.sigma'); `model` lets a typo of a field that has a
-    default be matched too. `flags` maps a field to the command-line flag that gave its value
-    ('sigma' -> '--sigma'): the error then names the flag the user typed, a value given by a flag first.
+    default be matched too. `flags` maps a field to how the user gave its value ('sigma' -> 'argument
+    --sigma', or an experiment file's key): the error then names what the user typed, a value so given first.
     """
     errors = error.errors(include_url=False)
     flagged = [item for item in errors if item["loc"] and str(item["loc"][-1]) in (flags or {})]
@@ -43,7 +43,7 @@ def describe_validation_error(error: ValidationError, document: object = None, m
     message = _message(first)
     flag = (flags or {}).get(str(written[-1])) if written else None
     if flag is not None:
-        return f"argument {flag}: {message}{suffix}"
+        return f"{flag}: {message}{suffix}"
     return f"field '{location}': {message}{suffix}" if location else f"{message}{suffix}"
 
 
@@ -136,8 +136,8 @@ def config_errors(flags: Mapping[str, str] | None = None) -> Iterator[None]:
     """Report a bad parameter, found by a validator (a Params model, a graph generator, the theory), as a
     one-line ConfigError: what a command line says about a value it was given, never a traceback.
 
-    `flags` maps the fields the command line filled to their flags, so that the error names `--sigma`, the
-    flag the user typed, rather than the model's field.
+    `flags` maps the fields the command line filled to how the user gave them ('argument --sigma', an experiment
+    file's key), so that the error names what the user typed rather than the model's field.
     """
     try:
         yield

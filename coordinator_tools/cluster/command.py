@@ -26,6 +26,7 @@ from coordinator_tools.cluster.launch import (
     run_cluster,
 )
 from coordinator_tools.cluster.virtual import refuse_process_options, run_virtual
+from coordinator_tools.experiment import add_experiment_argument
 from node.breaks import Breaks
 from node.errors import ConfigError, NetdpError
 from node.topology import load_topology
@@ -207,4 +208,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--virtual", action="store_true",
                      help="run every node in this one process over the in-process transport (no TLS, no fault "
                           "injection; same protocol code, validation and logs)")
+    add_experiment_argument(run)
     run.set_defaults(handler=_run_command)

@@ -38,6 +38,7 @@ from coordinator_tools.cluster.demo_protocols import (
     demo_protocols,
 )
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
+from coordinator_tools.experiment import add_experiment_argument
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
 from node.schema import config_errors
@@ -97,7 +98,7 @@ def _demo_command(args: argparse.Namespace) -> int:
     protocol = resolve_defaults(args)
     with config_errors(flag_names(args)):
         topology = demo_topology(args, protocol)
-    out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
+    out = args.out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
     save_topology(topology, out / TOPOLOGY_FILE)
     with config_errors(flag_names(args)):
         protocol.write_data(topology, out / "data", args)
@@ -164,4 +165,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="seed of the synthetic data, or of the learning data's split (personalized-cd: of the "
                            f"task, default {PersonalizedDemo.data_seed})")
     add_launch_arguments(demo)
+    add_experiment_argument(demo)
     demo.set_defaults(handler=_demo_command)

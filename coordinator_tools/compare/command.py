@@ -25,6 +25,7 @@ from coordinator_tools.compare.calibrate import Calibration, calibrate
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, PROTOCOLS, WALK, CompareSetup, comparison_topology
 from coordinator_tools.datasets import SEED_BITS
+from coordinator_tools.experiment import add_experiment_argument
 from coordinator_tools.learning_data import write_minibatch_split
 from coordinator_tools.topology.build import new_run_id
 from coordinator_tools.topology.generators import GENERATORS
@@ -106,10 +107,10 @@ def _compare_command(args: argparse.Namespace) -> int:
                              batch=args.batch, gossip_learning_rate=args.learning_rate,
                              walk_learning_rate=args.walk_learning_rate)
         graph = setup.make_graph()
-    for protocol, rate_flag in ((GOSSIP, "--learning-rate"), (WALK, "--walk-learning-rate")):
-        with config_errors({**flags, "learning_rate": rate_flag}):  # its parameters at a valid σ
+    for protocol, rate in ((GOSSIP, "learning_rate"), (WALK, "walk_learning_rate")):
+        with config_errors({**flags, "learning_rate": flags[rate]}):  # its parameters at a valid σ
             setup.params(protocol, 1.0, GOSSIP_ALPHA, graph.number_of_nodes())
-    out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
+    out = args.out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; choose a new --out folder")
     calibrations = {}
@@ -172,4 +173,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "started")
     compare.add_argument("--startup-timeout", type=positive, default=None, metavar="SECONDS",
                          help="give up on a run whose node processes have not all started after this many seconds")
+    add_experiment_argument(compare)
     compare.set_defaults(handler=_compare_command)
