@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 
 from coordinator_tools.audit.plan import COUNT, NON_NEGATIVE, ORDER, POSITIVE, PROBABILITY, Bound
-
-OPTION_LABELS = "option_labels"  # where `netdp` records the options an experiment file set, by its keys
+from coordinator_tools.experiment import OPTION_LABELS
 
 
 def positive(text: str) -> float:

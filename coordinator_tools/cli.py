@@ -1,7 +1,9 @@
 """`netdp`: the coordinator tools' command line.
 
-Each feature module owns its sub-commands through a `register(subparsers)` function;
-this file only assembles them and turns netdp errors into one-line messages.
+Each feature module owns its sub-command through a `register(subparsers)` function;
+this file only assembles them and turns netdp errors into one-line messages. A command's
+module (and what it imports: numpy, the accountants, matplotlib) is imported only when that
+command runs: `netdp --help` and `netdp --version` list the commands from the table below.
 """
 
 from __future__ import annotations
@@ -10,29 +12,37 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib.metadata import version
 from typing import NoReturn
 
-from coordinator_tools.arguments import OPTION_LABELS
-from coordinator_tools.experiment import Experiment, expand, given_on_command_line, keep_copy
+from coordinator_tools.experiment import OPTION_LABELS, Experiment, expand, given_on_command_line, keep_copy
 from node.errors import NetdpError
 
-COMMAND_MODULES = (
-    "coordinator_tools.cluster.command",
-    "coordinator_tools.datasets",
-    "coordinator_tools.cluster.demo",
-    "coordinator_tools.topology.command",
-    "coordinator_tools.certs",
-    "coordinator_tools.compose",
-    "coordinator_tools.collect",
-    "coordinator_tools.logview",
-    "coordinator_tools.audit.command",
-    "coordinator_tools.audit.plan_command",
-    "coordinator_tools.compare.command",
-    "coordinator_tools.sweep.command",
-    "coordinator_tools.reproduce.command",
-)
+# Each command: the module that registers it, and its line in `netdp --help` (the module's own help, which a test
+# keeps equal, so that listing the commands imports none of them).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("coordinator_tools.cluster.command",
+            "run a local cluster: one node process per topology address, on loopback"),
+    "data": ("coordinator_tools.datasets", "make per-node data files"),
+    "demo": ("coordinator_tools.cluster.demo", "run a local cluster on embedded defaults and show the result"),
+    "topology": ("coordinator_tools.topology.command", "make, import and inspect published topologies"),
+    "certs": ("coordinator_tools.certs", "make a cluster CA and one mutual-TLS certificate per node process"),
+    "compose": ("coordinator_tools.compose",
+                "generate a docker-compose cluster / swarm stack (one service per node process) for a topology"),
+    "collect": ("coordinator_tools.collect",
+                "gather a run's public logs (a run folder, or a swarm stack once it finished) into a run folder"),
+    "log": ("coordinator_tools.logview", "inspect a node's logs"),
+    "audit": ("coordinator_tools.audit.command", "measure what every node of a finished run leaked to every other"),
+    "plan": ("coordinator_tools.audit.plan_command",
+             "pairwise privacy loss of a planned run, T_stop, and the noise a target loss needs"),
+    "compare": ("coordinator_tools.compare.command",
+                "random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps (real runs)"),
+    "sweep": ("coordinator_tools.sweep.command",
+              "privacy-utility sweep: a grid of runs, each audited, as a CSV and figures"),
+    "reproduce": ("coordinator_tools.reproduce.command",
+                  "rerun a paper's headline figure and show it beside the published values"),
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,21 +52,32 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(registered: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The `netdp` parser; `registered`: the commands whose modules are imported to add their options (default
+    all of them), the others only listed."""
     parser = OneLineParser(
         prog="netdp",
         description="Run private decentralized protocols on real peers and audit what each node leaked.",
     )
     parser.add_argument("--version", action="version", version=f"netdp {version('netdp')}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for name, (module_name, summary) in COMMANDS.items():
+        if registered is None or name in registered:
+            importlib.import_module(module_name).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command argv runs (its first word that is one), or None (`netdp --help`, `netdp --version`)."""
+    return next((token for token in argv if token in COMMANDS), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    command = _command_named(argv)
+    parser = build_parser(() if command is None else (command,))
     try:
         argv, experiment = _with_experiment(parser, argv)
     except NetdpError as exc:
@@ -65,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if experiment is not None:
-            command = _command_parser(parser, args.command)
-            setattr(args, OPTION_LABELS, experiment.labels(given_on_command_line(command, experiment.argv)))
+            typed = given_on_command_line(_command_parser(parser, args.command), experiment.argv)
+            setattr(args, OPTION_LABELS, experiment.labels(typed))
         code = int(args.handler(args) or 0)
         if experiment is not None:
             keep_copy(experiment, args.out)

@@ -31,6 +31,7 @@ from node.errors import ConfigError
 
 EXPERIMENT_FLAG = "--experiment"
 COPY_FILE = "experiment.toml"
+OPTION_LABELS = "option_labels"  # where `netdp` records on its arguments the options the file set, by their keys
 
 
 @dataclass(frozen=True)
