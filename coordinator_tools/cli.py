@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from importlib.metadata import version
 from typing import NoReturn
 
-from coordinator_tools.experiment import OPTION_LABELS, Experiment, expand, given_on_command_line, keep_copy
+from coordinator_tools.experiment import OPTION_LABELS, Experiment, expand, keep_copy
 from node.errors import NetdpError
 
 # Each command: the module that registers it, and its line in `netdp --help` (the module's own help, which a test
@@ -79,15 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_named(argv)
     parser = build_parser(() if command is None else (command,))
     try:
-        argv, experiment = _with_experiment(parser, argv)
+        argv, experiment = _with_experiment(parser, command, argv)
     except NetdpError as exc:
         print(f"netdp: error: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
     try:
         if experiment is not None:
-            typed = given_on_command_line(_command_parser(parser, args.command), experiment.argv)
-            setattr(args, OPTION_LABELS, experiment.labels(typed))
+            setattr(args, OPTION_LABELS, experiment.labels())
         code = int(args.handler(args) or 0)
         if experiment is not None:
             keep_copy(experiment, args.out)
@@ -103,20 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    """The parser of the sub-command `name`."""
-    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    return subparsers.choices[name]
-
-
-def _with_experiment(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], Experiment | None]:
+def _with_experiment(parser: argparse.ArgumentParser, command: str | None,
+                     argv: list[str]) -> tuple[list[str], Experiment | None]:
     """argv with the keys of the experiment file given to its command (`--experiment FILE`) put in as flags."""
-    names = [token for token in argv if not token.startswith("-")]
-    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    if not names or names[0] not in subparsers.choices:
+    if command is None:
         return argv, None
-    at = argv.index(names[0])
-    rest, experiment = expand(subparsers.choices[names[0]], argv[at + 1:])
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    at = argv.index(command)
+    rest, experiment = expand(subparsers.choices[command], argv[at + 1:])
     return [*argv[:at + 1], *rest], experiment
 
 

@@ -40,12 +40,12 @@ class Experiment:
     destination (so that a later error names the key the user wrote)."""
 
     path: Path
-    argv: list[str]
-    keys: dict[str, str] = field(default_factory=dict)  # destination -> the file's key
+    argv: list[str]  # the command line's own arguments
+    keys: dict[str, str] = field(default_factory=dict)  # destination -> the file's key, where no flag overrode it
 
-    def labels(self, given: Sequence[str]) -> dict[str, str]:
-        """Destination -> how an error names it: the file's key, unless a flag on the command line set it."""
-        return {dest: f"{self.path}: key {key!r}" for dest, key in self.keys.items() if dest not in given}
+    def labels(self) -> dict[str, str]:
+        """Destination -> how an error names the value the file gave it: the file and its key."""
+        return {dest: f"{self.path}: key {key!r}" for dest, key in self.keys.items()}
 
 
 def add_experiment_argument(parser: argparse.ArgumentParser) -> None:
@@ -84,13 +84,15 @@ def expand(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[s
             flags += tokens
         else:
             positional += tokens
-    return [*positional, *flags, *argv], Experiment(path, list(argv), keys)
+    typed = _typed(parser, argv)
+    kept = {dest: key for dest, key in keys.items() if dest not in typed}
+    return [*positional, *flags, *argv], Experiment(path, list(argv), kept)
 
 
-def given_on_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+def _typed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
     """The destinations of the flags typed on the command line (which win over the file's keys)."""
     typed = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
-    return [action.dest for action in parser._actions if typed & set(action.option_strings)]
+    return {action.dest for action in parser._actions if typed & set(action.option_strings)}
 
 
 def keep_copy(experiment: Experiment, folder: Path) -> None:
