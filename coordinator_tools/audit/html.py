@@ -220,7 +220,8 @@ def _check_name(check: Mapping[str, object], report: Mapping[str, object]) -> st
     if check["name"] != UNDERCOUNT_CHECK or _level(check) != "warning" or not undercounts.get("count"):
         return name
     count = undercounts["count"]
-    return f"the paper&#x27;s bound undercounts {count} pair{'s' if count > 1 else ''} <small>({name})</small>"
+    found = escape(f"the paper's bound undercounts {count} pair{'s' if count > 1 else ''}")
+    return f"{found} <small>({name})</small>"
 
 
 def _level(check: Mapping[str, object]) -> str:
