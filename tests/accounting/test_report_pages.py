@@ -124,7 +124,8 @@ def test_the_loss_by_hop_figure_marks_a_distance_whose_loss_is_zero() -> None:
     labels = rdp_axis.get_legend_handles_labels()[1]
     assert "exact: 0 at this distance" in labels
     zero = next(c for c in rdp_axis.collections if c.get_label() == "exact: 0 at this distance")
-    assert zero.get_offsets().tolist() == [[3.0, 0.0]]  # distance 3, on the axis' floor
+    assert zero.get_offsets().tolist() == [[3.0, figures.ZERO_MARK_HEIGHT]]  # distance 3, on the axis' floor
+    assert rdp_axis.get_xlim() == (0.5, 3.5)
     bars = next(line for line in rdp_axis.lines if line.get_label() == "exact" or line.get_marker() == "o")
     assert bars.get_ydata().tolist() == pytest.approx([2.5, 0.5])  # distance 2's mean counts its pair at 0
 
