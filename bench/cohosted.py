@@ -20,7 +20,7 @@ from bench.virtual import DIMENSION, SECURE, hypercube_muffliato, virtual_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 
 
 def measure(n: int, processes: int, rounds: int) -> dict:

@@ -8,7 +8,8 @@ the initiators' committed exchanges over first proposal .. last commit. The rati
 commit rule costs over the floor: two calls instead of one, fsync'd records on both sides, and
 a node in an exchange declining every other proposal (the faster the clocks, the more declines:
 netdp's committed rate peaks at a few tens of ticks per second per node, while the floor keeps
-rising with the clock until the cores are full).
+rising with the clock until the cores are full). The durability floor is the same bare-gRPC
+traffic with each request and each reply appended and fsync'd by its receiver.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ def measure(n: int, duration: float, tick_rate: float, dimension: int) -> dict:
     """netdp's committed exchanges/s and the floor's calls/s, in one run."""
     rundir = whole_run(async_topology(n, duration, tick_rate, dimension), new_root("exchanges"))
     outcomes, seconds = initiated_exchanges(rundir, n)
-    raw = raw_floor("call", async_topology(n, duration, tick_rate, dimension), new_root("exchanges-raw"),
-                    timeout_s=3 * duration + 120.0)
-    raw_seconds = max(f["last_reply_unix"] for f in raw) - min(f["first_call_unix"] for f in raw)
-    raw_calls = sum(f["calls"] for f in raw)
+    floors = {}
+    for name, extra in (("raw", ()), ("durable", ("--durable",))):
+        done = raw_floor("call", async_topology(n, duration, tick_rate, dimension), new_root(f"exchanges-{name}"),
+                         *extra, timeout_s=3 * duration + 120.0)
+        calls, span = sum(f["calls"] for f in done), calls_span_s(done)
+        floors |= {f"{name}_calls": calls, f"{name}_seconds": span, f"{name}_calls_per_s": calls / span}
     return {"outcomes": dict(outcomes), "seconds": seconds, "committed_per_s": outcomes["committed"] / seconds,
-            "raw_calls": raw_calls, "raw_seconds": raw_seconds, "raw_calls_per_s": raw_calls / raw_seconds}
+            **floors}
+
+
+def calls_span_s(done: list[dict]) -> float:
+    """First call to last reply over every node of a raw call run."""
+    return max(f["last_reply_unix"] for f in done) - min(f["first_call_unix"] for f in done)
 
 
 def cases(sizes: Sizes) -> list[dict]:
@@ -47,6 +55,7 @@ def cases(sizes: Sizes) -> list[dict]:
 
 def rows(done: list[tuple[dict, Measured]]) -> list[Row]:
     return [Row(f"committed exchanges/s, n={params['n']} processes, {params['tick_rate']:.0f} ticks/s per node",
-                f"{m.figures['committed_per_s']:.0f}/s", f"raw request/reply {m.figures['raw_calls_per_s']:.0f}/s",
-                m.figures["committed_per_s"] / m.figures["raw_calls_per_s"])
-            for params, m in done]
+                f"{m.figures['committed_per_s']:.0f}/s", f"{floor} {m.figures[f'{name}_calls_per_s']:.0f}/s",
+                m.figures["committed_per_s"] / m.figures[f"{name}_calls_per_s"], target)
+            for params, m in done
+            for name, floor, target in (("raw", "raw request/reply", ""), ("durable", "durability floor", "≥ 0.5×"))]

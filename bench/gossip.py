@@ -4,7 +4,9 @@ n − 1 of the n nodes start first and wait in round 0 for the last one; meanwhi
 measures unary health-check round trips to each of them (the raw ping-pong). Then the last
 node starts, the run completes, and round latencies are read from the view logs. Finally
 bench.raw_grpc runs the same barrier exchange on the same graph with the same payload: what
-a round costs with n processes sharing this machine's cores before netdp does anything.
+a round costs with n processes sharing this machine's cores before netdp does anything; and
+once more with `--durable`, each message appended and fsync'd by its receiver before it is
+acknowledged: the floor of any exchange that keeps what it received (the durability floor).
 With a small n and a large D the same comparison is a payload throughput.
 """
 
@@ -50,12 +52,20 @@ def netdp_round_ms(n: int, rounds: int, dimension: int, pings: int) -> dict:
 def measure(n: int, rounds: int, dimension: int, pings: int) -> dict:
     """Median round latency of netdp, of the raw ping-pong and of the bare-gRPC exchange, in one run."""
     netdp = netdp_round_ms(n, rounds, dimension, pings)
-    done = raw_floor("exchange", gossip_topology(n, rounds, dimension), new_root("gossip-raw"), str(rounds))
-    raw_ms = [(b - a) * 1000 for times in done for a, b in itertools.pairwise(times[1:])]
+    raw_ms, durable_ms = (
+        exchange_round_ms(raw_floor("exchange", gossip_topology(n, rounds, dimension), new_root(f"gossip-{name}"),
+                                    str(rounds), *extra))
+        for name, extra in (("raw", ()), ("durable", ("--durable",))))
     return {"degree": netdp["degree"], "rounds_measured": len(netdp["round_ms"]),
             "round_median_ms": statistics.median(netdp["round_ms"]),
             "raw_exchange_round_median_ms": statistics.median(raw_ms),
+            "durable_exchange_round_median_ms": statistics.median(durable_ms),
             "ping_pong_median_ms": statistics.median(netdp["ping_ms"]) if pings else None}
+
+
+def exchange_round_ms(done: list[list[float]]) -> list[float]:
+    """Round times (ms) of a raw barrier exchange from each node's round completion times, the first left out."""
+    return [(b - a) * 1000 for times in done for a, b in itertools.pairwise(times[1:])]
 
 
 def latency_cases(sizes: Sizes) -> list[dict]:
@@ -92,4 +102,9 @@ def throughput_rows(cases: list[tuple[dict, Measured]]) -> list[Row]:
                         f"raw gRPC bytes {megabytes / f['raw_exchange_round_median_ms'] * 1000:.0f} MB/s",
                         f["raw_exchange_round_median_ms"] / f["round_median_ms"],
                         "≥ 0.5× at D=1e6"))
+        rows.append(Row(f"payload throughput, D={params['dimension']:.0e}, {params['n']} processes".replace("+0", ""),
+                        f"{megabytes / f['round_median_ms'] * 1000:.0f} MB/s",
+                        f"durability floor {megabytes / f['durable_exchange_round_median_ms'] * 1000:.0f} MB/s",
+                        f["durable_exchange_round_median_ms"] / f["round_median_ms"],
+                        "≥ 0.7× at D=1e6"))
     return rows

@@ -30,7 +30,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import (
 )
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import account
 from coordinator_tools.audit.run_audit import DEFAULT_DELTA
-from coordinator_tools.learning_data import SourceOptions, split_dataset, write_split
+from coordinator_tools.dataprep.learning_data import SourceOptions, split_dataset, write_split
 from coordinator_tools.topology.build import build_topology
 from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.topology import Topology

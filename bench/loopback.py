@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel
 
+from bench.raw_grpc import append_synced
 from coordinator_tools.cluster.launch import (
     LaunchOptions,
     prepare_rundir,
@@ -27,13 +29,13 @@ from coordinator_tools.cluster.launch import (
     start_node_process,
 )
 from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.datasets import (
-    node_data_file,
+from coordinator_tools.dataprep.datasets import (
     synthetic_values,
     write_node_files,
 )
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from node.data import node_data_file
 from node.topology import NetworkParams, Topology, save_topology
 
 SIMULATION = LaunchOptions(sampler="simulation", simulation_seed=0)
@@ -108,6 +110,21 @@ def ping_pong_ms(addresses: list[str], pings: int) -> list[float]:
         return latencies
 
     return asyncio.run(measure())
+
+
+def append_fsync_ms(size: int, count: int, folder: Path) -> list[float]:
+    """Times (ms) of `count` appends of `size` bytes to one file in `folder`, each followed by an fsync."""
+    data = bytes(size)
+    fd = os.open(folder / "fsync-floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            append_synced(fd, data)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+    return times
 
 
 def raw_floor(mode: str, topology: Topology, root: Path, *extra: str, timeout_s: float = 600.0) -> list:

@@ -13,13 +13,19 @@ lifts them by streaming chunks.
   the topology's `duration_s`, then keeps serving until every neighbour is done. Writes
   {"calls", "first_call_unix", "last_reply_unix"}.
 
-Usage (one process per node): python -m bench.raw_grpc exchange|call TOPOLOGY ID OUT.json [ROUNDS]
+With `--durable` either mode is the durability floor: what durability requires and nothing
+more. Each message is appended to a file of its receiver and fsync'd before it is answered (a
+request by the server before its reply, a reply by the caller before its next call), as a
+netdp node logs a message durably before acknowledging it.
+
+Usage (one process per node): python -m bench.raw_grpc exchange|call TOPOLOGY ID OUT.json [ROUNDS] [--durable]
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import struct
 import sys
 import time
@@ -32,7 +38,6 @@ import numpy as np
 
 from node.protocols.muffliato_async import activation
 from node.topology import Topology, load_topology
-from node.transport.grpc_server import bind_address
 
 SERVICE = "bench.Raw"
 HEADER = struct.Struct("<QI")  # round, sender
@@ -46,7 +51,8 @@ Handler = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
 class Peer:
     """One node's server and channels: answers with its payload, counts rounds' arrivals and done neighbours."""
 
-    def __init__(self, topology: Topology, node_id: int) -> None:
+    def __init__(self, topology: Topology, node_id: int, journal: Path | None = None) -> None:
+        """`journal`: the file each message this node receives is appended to and fsync'd in (the durable floor)."""
         self.topology = topology
         self.node_id = node_id
         self.neighbours = topology.neighbours[node_id]
@@ -56,12 +62,18 @@ class Peer:
         self.waiting = len(self.neighbours)
         self.server = grpc.aio.server(options=UNLIMITED)
         self.channels: dict[int, grpc.aio.Channel] = {}
+        self.journal = None if journal is None else os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    async def persist(self, message: bytes) -> None:
+        """Append and fsync `message` in a worker thread, as a node does with a record (nothing without a journal)."""
+        if self.journal is not None:
+            await asyncio.to_thread(append_synced, self.journal, message)
 
     async def start(self) -> None:
         handlers: dict[str, Handler] = {"Exchange": self.exchange, "Call": self.call, "Done": self.done}
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE, {name: grpc.unary_unary_rpc_method_handler(h) for name, h in handlers.items()}),))
-        self.server.add_insecure_port(bind_address(self.topology.address_of(self.node_id)))
+        self.server.add_insecure_port(self.topology.address_of(self.node_id))
         await self.server.start()
         self.channels = {v: grpc.aio.insecure_channel(self.topology.address_of(v), options=UNLIMITED)
                          for v in self.neighbours}
@@ -71,6 +83,7 @@ class Peer:
 
     async def exchange(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         round_index, sender = HEADER.unpack_from(request)
+        await self.persist(request)
         async with self.changed:
             self.arrived[round_index].add(sender)
             self.changed.notify_all()
@@ -83,6 +96,7 @@ class Peer:
             del self.arrived[round_index]
 
     async def call(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await self.persist(request)
         return self.payload
 
     async def done(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -100,6 +114,16 @@ class Peer:
         for channel in self.channels.values():
             await channel.close()
         await self.server.stop(1.0)
+        if self.journal is not None:
+            os.close(self.journal)
+
+
+def append_synced(fd: int, data: bytes) -> None:
+    """One append of `data` and one fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 async def barrier_rounds(peer: Peer, rounds: int) -> list[float]:
@@ -126,15 +150,16 @@ async def clocked_calls(peer: Peer) -> dict[str, float]:
         await asyncio.sleep(rng.exponential(1.0 / params.tick_rate))
         target = int(rng.choice(neighbours, p=weights))
         first_call = first_call or time.time()
-        await peer.method(target, "Call")(peer.payload, timeout=params.exchange_timeout_s)
+        reply = await peer.method(target, "Call")(peer.payload, timeout=params.exchange_timeout_s)
+        await peer.persist(reply)
         last_reply = time.time()
         calls += 1
     return {"calls": calls, "first_call_unix": first_call, "last_reply_unix": last_reply}
 
 
-async def run(mode: str, topology_path: Path, node_id: int, rounds: int) -> object:
-    """Start the peer, run the mode's traffic, wind down; the mode's figures."""
-    peer = Peer(load_topology(topology_path), node_id)
+async def run(mode: str, topology_path: Path, node_id: int, rounds: int, journal: Path | None) -> object:
+    """Start the peer, run the mode's traffic, wind down; the mode's figures (`journal`: the durable floor's file)."""
+    peer = Peer(load_topology(topology_path), node_id, journal)
     await peer.start()
     figures = await (barrier_rounds(peer, rounds) if mode == "exchange" else clocked_calls(peer))
     await peer.wind_down()
@@ -142,6 +167,9 @@ async def run(mode: str, topology_path: Path, node_id: int, rounds: int) -> obje
 
 
 if __name__ == "__main__":
-    mode_arg, topology_file, node, out, *rounds_arg = sys.argv[1:]
-    result = asyncio.run(run(mode_arg, Path(topology_file), int(node), int(rounds_arg[0]) if rounds_arg else 0))
+    mode_arg, topology_file, node, out, *rest = sys.argv[1:]
+    rounds_arg = [arg for arg in rest if arg != "--durable"]
+    durable = Path(f"{out}.journal") if "--durable" in rest else None
+    result = asyncio.run(run(mode_arg, Path(topology_file), int(node), int(rounds_arg[0]) if rounds_arg else 0,
+                             durable))
     Path(out).write_text(json.dumps(result) + "\n")

@@ -25,7 +25,7 @@ from bench.figures import Row, Sizes
 from bench.isolate import Measured
 from bench.virtual import virtual_run
 from coordinator_tools.cluster.launch import LaunchOptions
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate

@@ -22,7 +22,7 @@ from bench.isolate import Measured, peak_rss_mib
 from bench.viewlogs import round_seconds
 from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.logfiles import shared_pool

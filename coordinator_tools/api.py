@@ -31,11 +31,13 @@ from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.plan import PlanOptions, Target
 from coordinator_tools.audit.plan_command import plan_topology
 from coordinator_tools.audit.report import REPORT_FILE
+from coordinator_tools.audit.report_schema import AuditReport
 from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit_run
 from coordinator_tools.cluster.command import report_failures
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.dataprep.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.sweep.command import run_sweep, sweep_grid
 from coordinator_tools.sweep.state import CSV_FILE as SWEEP_CSV
 from coordinator_tools.topology.build import DerivedWeighting, build_topology, new_run_id
 from coordinator_tools.topology.generators import GENERATORS, generate, public_seed
@@ -152,21 +154,25 @@ class Audit:
         """The pairs file: one row per ordered pair source -> observer, null read as NaN."""
         return pd.DataFrame(read_pairs(self.path))
 
+    @cached_property
+    def model(self) -> AuditReport:
+        """The report checked against its schema (`coordinator_tools/audit/report_schema.py`), read by attribute."""
+        return AuditReport.model_validate(self.report)
+
     @property
     def summary(self) -> pd.DataFrame:
         """The report's statistics of every loss column over the pairs (count, mean, min, max, quantiles)."""
-        summary = self.report["summary"]
-        levels = summary["quantile_levels"]
-        rows = {name: {"count": stats["count"], "mean": stats["mean"], "min": stats["min"], "max": stats["max"],
-                       **{f"q{level:g}": value for level, value in zip(levels, stats["quantiles"])}}
-                for name, stats in summary["pair_columns"].items()}
+        summary = self.model.summary
+        rows = {name: {"count": stats.count, "mean": stats.mean, "min": stats.min, "max": stats.max,
+                       **{f"q{level:g}": value for level, value in zip(summary.quantile_levels, stats.quantiles)}}
+                for name, stats in summary.pair_columns.items()}
         return pd.DataFrame.from_dict(rows, orient="index").map(_number)
 
     @property
     def observers(self) -> pd.DataFrame:
         """Mean RDP per observer v, (1/n) Σ_{u≠v} (Muffliato Eq. 7): columns paper, exact (= exact_upper), exact_upper,
         exact_lower, ldp."""
-        means = self.report["summary"]["mean_rdp_per_observer"]
+        means = self.model.summary.mean_rdp_per_observer
         frame = pd.DataFrame({column: values for column, values in means.items() if values is not None})
         return frame.rename_axis("observer").map(_number)
 
@@ -174,12 +180,13 @@ class Audit:
     def checks(self) -> pd.DataFrame:
         """The report's checks: name, level (pass, warning or fail: a warning holds but says something is not what it
         seems), ok, detail."""
-        return pd.DataFrame(self.report["checks"], columns=["name", "level", "ok", "detail"])
+        return pd.DataFrame([check.model_dump() for check in self.model.checks],
+                            columns=["name", "level", "ok", "detail"])
 
     @property
     def ok(self) -> bool:
         """Every check passed (what `netdp audit` and `netdp plan` exit 0 for)."""
-        return all(check["ok"] for check in self.report["checks"])
+        return all(check.ok for check in self.model.checks)
 
 
 def audit(run_or_rundir: Run | Path | str, out: Path | str | None = None, *, data: Path | str | None = None,
@@ -234,9 +241,6 @@ def sweep(out: Path | str, *, grid: Path | str | None = None, **axes: object) ->
     that failed is not in the table (sweep.json says why); calling again with the same grid reruns
     only the points without a row.
     """
-    # Imported here while sweep/point.py runs its points through this module (an import cycle otherwise).
-    from coordinator_tools.sweep.command import run_sweep, sweep_grid
-
     out = Path(out)
     run_sweep(sweep_grid(axes, None if grid is None else Path(grid), source="api.sweep"), out)
     return pd.read_csv(out / SWEEP_CSV)

@@ -24,7 +24,7 @@ from node.errors import NetdpError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("coordinator_tools.cluster.command",
             "run a local cluster: one node process per topology address, on loopback"),
-    "data": ("coordinator_tools.datasets", "make per-node data files"),
+    "data": ("coordinator_tools.dataprep.command", "make per-node data files"),
     "demo": ("coordinator_tools.cluster.demo", "run a local cluster on embedded defaults and show the result"),
     "topology": ("coordinator_tools.topology.command", "make, import and inspect published topologies"),
     "certs": ("coordinator_tools.certs", "make a cluster CA and one mutual-TLS certificate per node process"),

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
-from coordinator_tools.datasets import node_data_file
+from node.data import node_data_file
 from node.errors import ConfigError
 from node.idset import format_ids
 from node.security import load_tls

@@ -59,6 +59,10 @@ HEADER_FIELDS = ("run_id", "protocol", "node_id", "section", "topology_digest", 
                  "payloads_stripped")
 
 FREE_TEXT_COLUMNS = frozenset({"value", "details", "values", "detail"})
+# A listed cell is cut to this many characters (the payload values asked for with --values excepted): a log
+# that holds a peer's megabyte-long string still lists in lines of bounded length.
+MAX_CELL_CHARS = 240
+UNCUT_COLUMNS = frozenset({"values"})
 
 Document = dict[str, Any]
 Row = Sequence[str]
@@ -275,6 +279,8 @@ def _table_printer(console: Console, stream: TextIO) -> Emit:
     """A function printing one titled table: a rich table on a terminal, aligned plain lines elsewhere."""
 
     def emit(title: str, columns: Row, rows: Sequence[Row]) -> None:
+        rows = [tuple(cell if column in UNCUT_COLUMNS else bounded_cell(cell) for cell, column in zip(row, columns))
+                for row in rows]
         if not rows:
             stream.write(f"{title}: none\n\n")
         elif console.is_terminal:
@@ -288,6 +294,13 @@ def _table_printer(console: Console, stream: TextIO) -> Emit:
             _plain_table(stream, title, columns, rows)
 
     return emit
+
+
+def bounded_cell(text: str) -> str:
+    """`text`, or its first MAX_CELL_CHARS characters and how many more there were."""
+    if len(text) <= MAX_CELL_CHARS:
+        return text
+    return f"{text[:MAX_CELL_CHARS]}... ({len(text) - MAX_CELL_CHARS} more characters)"
 
 
 def _plain_table(stream: TextIO, title: str, columns: Row, rows: Sequence[Row]) -> None:

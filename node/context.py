@@ -184,16 +184,18 @@ class ProtocolContext(Generic[P]):
 
     @overload
     def on(self, kind: str, handler: NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: Literal[False] = False) -> None: ...
+           anonymous: Literal[False] = False, call_only: bool = False) -> None: ...
 
     @overload
-    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool) -> None: ...
+    def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool,
+           call_only: bool = False) -> None: ...
 
     def on(self, kind: str, handler: Handler | NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: bool = False) -> None:
+           anonymous: bool = False, call_only: bool = False) -> None:
         """Take incoming messages of `kind` with `handler` (validated first, like every message);
-        `anonymous`: the handler and the log never learn who sent them (it is handed None as the sender)."""
-        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous))
+        `anonymous`: the handler and the log never learn who sent them (it is handed None as the sender);
+        `call_only`: a request, refused when it comes one-way."""
+        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous, call_only))
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's
@@ -207,10 +209,10 @@ class ProtocolContext(Generic[P]):
         """A desk for atomic pairwise exchanges (its handlers are registered here; `open` it with a value)."""
         desk = ExchangeDesk(self.node_id, combine, self.journal, self._outbox, timeout_s=timeout_s,
                             attempts=self.network.send_attempts)
-        self.on(kinds.PROPOSE, desk.on_propose, scheme="exchange", payload=False)
+        self.on(kinds.PROPOSE, desk.on_propose, scheme="exchange", payload=False, call_only=True)
         self.on(kinds.COMMIT, desk.on_commit, scheme="exchange", payload=True)
         self.on(kinds.ABORT, desk.on_abort, scheme="exchange", payload=False)
-        self.on(kinds.STATUS, desk.answer_status, scheme="exchange", payload=False)
+        self.on(kinds.STATUS, desk.answer_status, scheme="exchange", payload=False, call_only=True)
         return desk
 
     def latest_values(self, kind: str, *, last_sequence: int) -> LatestValues:

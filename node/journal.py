@@ -14,6 +14,7 @@ protocol reads the public one back from `resumed` (its host the private one, fro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, LogContents, ViewLogWr
 
 REPLY_FAILURE = "reply"  # a sent record of a reply: its arrival is not observable by the sender
 MAX_DETAIL_CHARS = 500  # a refusal's detail or an exchange's reason, cut: a peer's words must not grow the log
+# A refused message's kind, exchange id or token id is logged as at most this many characters, then the
+# SHA-256 of the rest: an oversized field is still told apart from another, but cannot grow the log.
+MAX_LOGGED_FIELD_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -85,14 +89,24 @@ def refusal_record(claimed_sender: int, status_code: str, detail: str, kind: str
     """A refused message as logged: its first `kept_elements` payload elements (the protocol's dimension, so a
     valid payload is kept whole) and the SHA-256 of all of it, so a hostile payload cannot grow the log."""
     record = viewlog_pb2.Rejected(claimed_sender=claimed_sender, status_code=status_code,
-                                  detail=detail[:MAX_DETAIL_CHARS], kind=kind)
+                                  detail=detail[:MAX_DETAIL_CHARS], kind=bounded_text(kind))
     message_id.fill(record)
+    record.exchange_id, record.token_id = bounded_text(record.exchange_id), bounded_text(record.token_id)
     if message is not None:
         payload = message.payload
         record.payload.CopyFrom(message.payload_tensor() if payload.size <= kept_elements
                                 else to_tensor(payload.ravel()[:kept_elements]))
         record.payload_sha256 = message.digest
     return viewlog_pb2.Record(rejected=record)
+
+
+def bounded_text(text: str) -> str:
+    """`text` itself when short; else its first MAX_LOGGED_FIELD_CHARS characters, then `...sha256:` and the hex
+    digest of the rest (so at most MAX_LOGGED_FIELD_CHARS + 74 characters)."""
+    if len(text) <= MAX_LOGGED_FIELD_CHARS:
+        return text
+    rest = text[MAX_LOGGED_FIELD_CHARS:].encode("utf-8", errors="surrogatepass")
+    return f"{text[:MAX_LOGGED_FIELD_CHARS]}...sha256:{hashlib.sha256(rest).hexdigest()}"
 
 
 def _logged_kind(kind: str) -> str:
@@ -166,6 +180,7 @@ class Journal:
         self.resumed_private: LogContents | None = None if private_log is None else private_log.contents
         self._view = ViewLogWriter(view_path, public, resume=view_log)
         self._private = ViewLogWriter(private_path, private, resume=private_log)
+        self._closed = False
         self._view_appends = GroupedAppends(self._view)
         self._private_appends = GroupedAppends(self._private)
 
@@ -216,6 +231,12 @@ class Journal:
                                        scale=scale)
         await self._private_appends.append([viewlog_pb2.Record(noise=record)])
 
+    @property
+    def closed(self) -> bool:
+        """Whether the node's run is over and its logs closed: nothing more can be recorded."""
+        return self._closed
+
     def close(self) -> None:
+        self._closed = True
         self._view.close()
         self._private.close()

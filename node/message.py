@@ -19,6 +19,17 @@ from node.codec import digest, pack
 
 GOSSIP = "gossip"  # the kind of a version-1 envelope, whose `kind` is empty
 
+# The published maximum length, in characters, of every string field of an Envelope (named in
+# proto/netdp/v1/peer.proto): a longer one is refused before anything else is read of the message,
+# so a peer's words cost a node at most this much to hold, quote or log.
+MAX_FIELD_CHARS: dict[str, int] = {
+    "run_id": 128,  # as long as a topology's run id may be
+    "protocol": 64,
+    "kind": 64,
+    "exchange_id": 64,  # "<initiator>-<sequence>"
+    "token_id": 64,
+}
+
 IdScheme = Literal["round", "exchange", "hop", "sequence", "none"]
 SCHEME_FIELDS: dict[IdScheme, frozenset[str]] = {
     "round": frozenset({"round"}),
@@ -68,6 +79,14 @@ class MessageId:
 # Every message is stamped and checked field by field: the names are looked up once, not per message.
 ID_FIELDS = tuple(f.name for f in fields(MessageId))
 UNSET = MessageId()
+
+
+def oversized_field(envelope: peer_pb2.Envelope) -> str | None:
+    """The first string field of `envelope` longer than its published maximum, or None."""
+    for name, limit in MAX_FIELD_CHARS.items():
+        if len(getattr(envelope, name)) > limit:
+            return name
+    return None
 
 
 def kind_of(source: IdFields) -> str:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 
-ArrayT = TypeVar("ArrayT", np.ndarray, sp.spmatrix)
+if TYPE_CHECKING:  # only named in annotations: a node process runs without networkx and scipy
+    import networkx as nx
+    import scipy.sparse as sp
+
+ArrayT = TypeVar("ArrayT", "np.ndarray", "sp.spmatrix")
 
 
 def metropolis_weight(degree_u: int, degree_v: int) -> Fraction:

@@ -20,7 +20,7 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import SimpleNamespace
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -87,12 +87,18 @@ def _keep_probability_for(value: int, categories: int, epsilon: float) -> float:
 
 
 @functools.cache
-def _opendp() -> ModuleType:
-    """OpenDP's prelude with the 'contrib' features the mechanisms below need (set up once per process)."""
-    import opendp.prelude as dp
+def _opendp() -> SimpleNamespace:
+    """The parts of OpenDP the mechanisms below use, with the 'contrib' features they need (set up once per
+    process). Not its prelude: that also imports its scikit-learn, pandas and polars extras, some hundred
+    megabytes a node process never uses."""
+    import opendp.domains as domains
+    import opendp.measurements as measurements
+    import opendp.metrics as metrics
+    import opendp.mod as mod
 
-    dp.enable_features("contrib")
-    return dp
+    mod.enable_features("contrib")
+    return SimpleNamespace(vector_domain=domains.vector_domain, atom_domain=domains.atom_domain,
+                           l1_distance=metrics.l1_distance, l2_distance=metrics.l2_distance, m=measurements)
 
 
 class SecureGaussianSampler:

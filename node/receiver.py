@@ -21,7 +21,7 @@ import numpy as np
 from netdp.v1 import peer_pb2
 from node.codec import PayloadError, unpack
 from node.journal import Journal
-from node.message import GOSSIP, IdScheme, Message, MessageId, kind_of, to_wire
+from node.message import GOSSIP, MAX_FIELD_CHARS, IdScheme, Message, MessageId, kind_of, oversized_field, to_wire
 from node.refusal import Refusal
 from node.topology import Topology
 
@@ -47,6 +47,7 @@ class KindRule:
     scheme: IdScheme  # which MessageId fields the kind uses
     payload: bool  # carries a vector of the protocol's dimension (else nothing)
     anonymous: bool = False  # the sender is checked, then forgotten: neither handed on nor logged
+    call_only: bool = False  # a request: it comes only as a call, whose reply is its point (never one-way)
 
 
 class Receiver:
@@ -85,6 +86,11 @@ class Receiver:
         self._rules[kind] = rule
 
     @property
+    def node_count(self) -> int:
+        """How many node ids the topology has (n)."""
+        return self._topology.n
+
+    @property
     def payload_bytes(self) -> int:
         """Byte length of the largest valid payload; a stream that grows past it is refused while streaming."""
         return min(self._topology.network.max_message_bytes, 8 * self._dimension)
@@ -92,20 +98,30 @@ class Receiver:
     async def admit(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None, arrived: bytes = b"") -> int:
         """Check the envelope alone (before a streamed payload is read); log and raise on refusal. `arrived`: the
         payload bytes that came with the envelope (all of a unary message's): a refused message keeps them in
-        the view if they are its whole payload."""
+        the view if they are its whole payload. A node whose logs are closed refuses everything unread."""
+        if self._journal.closed:
+            raise Refusal("UNAVAILABLE", f"node {self._node_id} has stopped")
         try:
             return self._check_envelope(envelope, authenticated_sender)
         except Refusal as refusal:
             await self.reject(envelope, refusal, self._arrived_message(envelope, arrived))
             raise
 
-    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> Reply:
+    async def accept(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None, *,
+                     call: bool = False) -> Reply:
         """Validate and hand over one message; return the reply to a call, or raise Refusal (already logged).
 
+        `call`: the message came as a request whose caller awaits the reply; a kind that is `call_only`
+        is refused otherwise, since its reply (an exchange's acceptance) would reach nobody.
         Delivery is shielded from the caller's cancellation (a deadline, a disconnect): a message
         whose record is being written is also applied, never logged and then lost.
         """
         sender = await self.admit(envelope, authenticated_sender, data)
+        kind = kind_of(envelope)
+        if self._rules[kind].call_only and not call:
+            refusal = Refusal("INVALID_ARGUMENT", f"a {kind} message is a request: it comes only as a call")
+            await self.reject(envelope, refusal, self._arrived_message(envelope, data))
+            raise refusal
         delivery = asyncio.ensure_future(self._deliver(sender, envelope, data))
         try:
             return await asyncio.shield(delivery)
@@ -143,6 +159,8 @@ class Receiver:
         A refused message of a sender-anonymous kind is logged without its claimed sender, and without a
         detail that names it.
         """
+        if self._journal.closed:  # the node has stopped: its view is final, the refusal goes to the caller only
+            return
         rule = None if envelope is None else self._rules.get(kind_of(envelope))
         anonymous = rule is not None and rule.anonymous
         detail = SENDER_WITHHELD if anonymous and refusal.names_sender else refusal.detail
@@ -151,6 +169,10 @@ class Receiver:
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology
+        oversized = oversized_field(envelope)
+        if oversized is not None:
+            raise Refusal("INVALID_ARGUMENT", f"{oversized} is {len(getattr(envelope, oversized))} characters, "
+                                              f"at most {MAX_FIELD_CHARS[oversized]} are accepted")
         if envelope.run_id != topology.run_id:
             raise Refusal("FAILED_PRECONDITION",
                           f"message for run {_quoted(envelope.run_id)}, this is {topology.run_id!r}")

@@ -17,6 +17,7 @@ RefusalCode = Literal[
     "ALREADY_EXISTS",  # a second message under an id already taken (the same value, or another)
     "RESOURCE_EXHAUSTED",  # payload larger than the node accepts
     "NOT_FOUND",  # a message for a node id the receiving process does not host
+    "UNAVAILABLE",  # the receiving node has stopped: its view log is closed
 ]
 
 

@@ -136,8 +136,9 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
     try:
         return await _run_until_signalled(_run_all([host.run() for host in hosts.values()]))
     finally:
-        await _close(hosts.values(), channels)
+        # The server stops accepting (and lets the calls in flight finish) before any view log closes.
         await stop_server(server, health, SHUTDOWN_GRACE_S)
+        await _close(hosts.values(), channels)
 
 
 def _peer_channels(topology: Topology, tls: security.TlsFiles | None) -> PeerChannels:

@@ -46,7 +46,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
 from node.errors import ConfigError
-from node.idset import describe_nodes, id_runs
+from node.idset import IdRanges, describe_nodes, id_runs
 
 CA_FILE = "ca.pem"
 CERT_FILE = "node.pem"
@@ -90,9 +90,9 @@ def node_ids_from_name(name: str) -> range:
     return range(int(match.group(1)), int(match.group(2)) + 1) if match else range(0)
 
 
-def node_ids_named(names: Iterable[str]) -> frozenset[int]:
-    """The node ids certificate names stand for, together."""
-    return frozenset(node_id for name in names for node_id in node_ids_from_name(name))
+def node_ids_named(names: Iterable[str]) -> IdRanges:
+    """The node ids certificate names stand for, together: read as ranges, never listed id by id."""
+    return IdRanges((ids.start, ids.stop - 1) for ids in map(node_ids_from_name, names) if ids)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class TlsFiles:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
-    node_ids: frozenset[int]
+    node_ids: IdRanges
 
 
 def load_tls(directory: Path, expected_id: int | Collection[int] | None = None) -> TlsFiles:
@@ -137,17 +137,18 @@ def load_tls(directory: Path, expected_id: int | Collection[int] | None = None) 
             "make node certificates with `netdp certs`"
         )
     expected = {expected_id} if isinstance(expected_id, int) else set(expected_id or ())
-    if not expected <= node_ids:
+    missing = {node_id for node_id in expected if node_id not in node_ids}
+    if missing:
         raise ConfigError(f"{directory / CERT_FILE}: certificate is for {describe_nodes(node_ids)}, "
-                          f"not {describe_nodes(expected - node_ids)}")
+                          f"not {describe_nodes(missing)}")
     return TlsFiles(directory, contents[CA_FILE], contents[CERT_FILE], contents[KEY_FILE], node_ids)
 
 
-def _named_ids(cert: x509.Certificate) -> frozenset[int]:
+def _named_ids(cert: x509.Certificate) -> IdRanges:
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
-        return frozenset()
+        return IdRanges(())
     return node_ids_named(names.get_values_for_type(x509.DNSName))
 
 
@@ -187,7 +188,7 @@ def channel_options(process_id: int) -> list[tuple[str, str]]:
     return [("grpc.ssl_target_name_override", node_name(process_id))]
 
 
-def peer_identity(context: grpc.aio.ServicerContext) -> frozenset[int] | None:
+def peer_identity(context: grpc.aio.ServicerContext) -> IdRanges | None:
     """The node ids the caller's client certificate names; None on plain-text peers or certificates naming none.
 
     The chain was already verified against the cluster CA by the handshake, so its names can be trusted.
@@ -199,6 +200,6 @@ def peer_identity(context: grpc.aio.ServicerContext) -> frozenset[int] | None:
 
 
 @lru_cache(maxsize=IDENTITY_CACHE)
-def _identity(names: tuple[bytes, ...]) -> frozenset[int] | None:
+def _identity(names: tuple[bytes, ...]) -> IdRanges | None:
     """Node ids of a certificate's names, remembered: a process certified for 512 ids is asked on every message."""
     return node_ids_named(name.decode("utf-8", errors="replace") for name in names) or None

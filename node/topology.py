@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Final, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Final, Literal, Union
 
-import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -41,6 +39,9 @@ from node.mixing import edge_weights, metropolis_weight
 from node.protocols.base import GraphShape, PublishedParams
 from node.protocols.registry import protocol_spec, protocol_specs
 from node.schema import load_model, save_model
+
+if TYPE_CHECKING:  # scipy and networkx are imported where they are used: a node process runs without them
+    import scipy.sparse as sp
 
 Weighting = Literal["metropolis", "min_degree", "explicit"]
 
@@ -183,6 +184,8 @@ class Links:
 
     def matrix(self) -> sp.csr_matrix:
         """W as a sparse row-stochastic matrix (symmetric when every link goes both ways)."""
+        import scipy.sparse as sp  # the auditor's need, not a node's: kept out of node processes
+
         n = len(self.out_neighbours)
         rows, cols = zip(*self.weights) if self.weights else ((), ())
         off = sp.csr_matrix((list(self.weights.values()), (rows, cols)), shape=(n, n))
@@ -385,6 +388,8 @@ def erdos_renyi_edges(n: int, p: float, seed: int, step: int) -> list[tuple[int,
 
 @lru_cache(maxsize=STEP_GRAPH_CACHE)
 def _erdos_renyi_links(n: int, p: float, seed: int, step: int, weighting: str) -> Links:
+    import networkx as nx  # only a drawn schedule needs it: kept out of other node processes
+
     graph = nx.Graph()
     graph.add_nodes_from(range(n))
     graph.add_edges_from(erdos_renyi_edges(n, p, seed, step))

@@ -17,18 +17,14 @@ block says so and keeps the bounds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from coordinator_tools.datasets import node_data_file
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.theory import muffliato_mse_bound, muffliato_t_stop, randomized_muffliato_mse_bound
-from node.data import clip_to_ball
+from node.data import clip_to_ball, node_data_file
 from node.protocols.muffliato import PROTOCOL_NAME as SYNCHRONOUS
 from node.protocols.registry import protocol_spec
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 NO_TRUTH = "no data: pass --data (the run's data folder) or --with-private-logs to compare with the true mean"
 NO_OUTPUTS = "structure-only logs: the nodes' final outputs were stripped"

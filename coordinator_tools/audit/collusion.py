@@ -14,18 +14,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from coordinator_tools.audit.checks import ATOL, RTOL, Check, paper_undercounts
 from coordinator_tools.audit.losses import THREAT_MODELS, PairwiseLosses, ThreatModel
+from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.report import json_number
 from node.errors import ConfigError
 from node.idset import describe_nodes, parse_ids
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.protocols.base import ProtocolAuditor
 
 PAPER_NOTE = ("collusion: paper column is Theorem 1's per-message sum over the union of the coalition's "
               "messages (its composition argument covers any set of received messages; the paper states "

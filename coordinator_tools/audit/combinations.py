@@ -11,12 +11,8 @@ accountant found reconstructed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from coordinator_tools.audit.protocols.base import Replay
 from node.protocols.muffliato import PROTOCOL_NAME as SYNCHRONOUS
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 AMPLIFICATION = ("An observer with n − 1 or more independent combinations can learn everyone's noisy input, "
                  "which is typical once T·deg ≥ n − 1: amplification lives where T·deg is well below n.")

@@ -7,7 +7,6 @@ also used by `netdp demo`) and exits 1 when a check fails.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -20,8 +19,15 @@ from coordinator_tools.audit.collusion import add_colluders_argument, threat_mod
 from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
-from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
-from coordinator_tools.audit.run_audit import AUTO_ATTACK_MAX_N, DEFAULT_DELTA, AttackPairs, AuditOptions, audit_run
+from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, Report, format_number, worst_observers
+from coordinator_tools.audit.report_schema import AuditReport
+from coordinator_tools.audit.run_audit import (
+    AUTO_ATTACK_MAX_N,
+    DEFAULT_DELTA,
+    AttackPairs,
+    AuditOptions,
+    audit_report,
+)
 from coordinator_tools.audit.sentences import NO_NOISE, summary_sentences
 from node.errors import ConfigError
 
@@ -87,32 +93,31 @@ def parse_attack_pairs(text: str) -> AttackPairs:
     return pairs
 
 
-def print_summary(report: Mapping[str, object], page: Path, console: Console) -> None:
+def print_summary(report: Report, page: Path, console: Console) -> None:
     """The worst observers' mean losses, what the run shows in a sentence each, and the checks, in a few lines."""
-    summary = report["summary"]
-    if report["sigma"] == 0:
+    model, summary = report.model, report.model.summary
+    if model.sigma == 0:
         console.print(NO_NOISE)
     else:
-        console.print(_observer_table(report))
-    if "collusion" in report:
-        console.print(report["collusion"]["summary"]["sentence"], highlight=False)
-    if summary["sampler"] and summary["sampler"]["simulation"]:
-        console.print(f"[yellow]simulation sampler:[/] {summary['sampler']['note']}")
-    sentences = [*summary_sentences(report),
-                 *(stopped_sentence(node) for node in (report.get("faults") or {}).get("stopped", []))]
+        console.print(_observer_table(model))
+    if model.collusion is not None:
+        console.print(report.document["collusion"]["summary"]["sentence"], highlight=False)
+    if summary.sampler is not None and summary.sampler.simulation:
+        console.print(f"[yellow]simulation sampler:[/] {summary.sampler.note}")
+    sentences = [*summary_sentences(report.document),
+                 *(stopped_sentence(node) for node in (model.faults or {}).get("stopped", []))]
     for sentence in sentences:
         console.print(escape(sentence), highlight=False)
-    for check in report["checks"]:
-        console.print(f"{CHECK_MARKS[check['level']]} {escape(check['name'])}: {escape(check['detail'])}",
-                      highlight=False)
+    for check in model.checks:
+        console.print(f"{CHECK_MARKS[check.level]} {escape(check.name)}: {escape(check.detail)}", highlight=False)
     console.print(f"report: {page}")
 
 
-def _observer_table(report: Mapping[str, object]) -> Table:
-    rdp, eps = (report["summary"][f"mean_{unit}_per_observer"] for unit in ("rdp", "eps"))
+def _observer_table(report: AuditReport) -> Table:
+    rdp, eps = report.summary.mean_rdp_per_observer, report.summary.mean_eps_per_observer
     shown = worst_observers(report, SHOWN_OBSERVERS)
-    table = Table(title=f"Mean loss per observer v {MEAN_RULE}: RDP at alpha = {report['alpha']:g}, "
-                  f"ε at delta = {report['delta']:g} (worst {len(shown)} of {len(rdp['exact_upper'])})")
+    table = Table(title=f"Mean loss per observer v {MEAN_RULE}: RDP at alpha = {report.alpha:g}, "
+                  f"ε at delta = {report.delta:g} (worst {len(shown)} of {len(rdp['exact_upper'])})")
     for column in ("v", "exact RDP", "ε", "paper RDP", "ε", "LDP RDP", "ε", "exact/LDP"):
         table.add_column(column, justify="right")
     for v in shown:
@@ -141,6 +146,6 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.out} already holds a report ({REPORT_FILE}); pass --force to overwrite it")
     console = Console()
     with console.status(f"auditing {args.rundir}"):
-        report = audit_run(args.rundir, args.out, options, csv=args.csv)
+        report = audit_report(args.rundir, args.out, options, csv=args.csv)
     print_summary(report, Path(args.out) / PAGE_FILE, console)
-    return 0 if all(check["ok"] for check in report["checks"]) else 1
+    return 0 if all(check.ok for check in report.model.checks) else 1

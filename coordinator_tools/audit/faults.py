@@ -11,12 +11,9 @@ logging node and neighbour, with its rounds, as `netdp log show` lists them per 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.logview import number_ranges
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 
 def fault_block(replay: Replay) -> dict[str, object] | None:

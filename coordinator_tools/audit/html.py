@@ -3,7 +3,9 @@
 The page leads with its answer: the mean exact ε against local DP's at the same noise, ε by hop
 distance, and the loss-by-hop figure that carries them; the run's metadata and the checks follow.
 Plain HTML with inline CSS and relative links, so the output folder can be zipped, mailed or
-served as is. Everything shown comes from the report document and its pairs file.
+served as is. Everything shown comes from the report document, checked against the report's model (`AuditReport`)
+and read through its attributes (a protocol's own blocks are read as the protocol wrote them), and from its pairs
+file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.learning_figures import side_label
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
+from coordinator_tools.audit.report_schema import AuditReport, CheckResult, PairsFile, Summary
 from coordinator_tools.audit.sentences import NO_NOISE, summary_sentences
 from node.idset import format_ids
 
@@ -65,19 +68,20 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
     """Write out_dir/index.html; figures are linked relative to out_dir. `report_dir`: where the report and its
     pairs file were written, when not out_dir."""
     out_dir = Path(out_dir)
-    run = report["run"]
+    model = AuditReport.model_validate(report)
+    run_id = escape(model.run.run_id)
     sections = [
-        f"<h1>Privacy audit of run {escape(str(run['run_id']))}</h1>",
-        _sampler_banner(report),
+        f"<h1>Privacy audit of run {run_id}</h1>",
+        _sampler_banner(model.summary),
         _headline(report, Path(report_dir or out_dir)),
         *(_figure(name, path, out_dir) for name, path in figures.items() if name == HEADLINE_FIGURE),
         "<h2>Run</h2>",
-        _run_table(report),
+        _run_table(model, report),
         "<h2>Checks</h2>",
-        _checks_table(report["checks"], report),
-        _replay_section(report),
+        _checks_table(model.checks, model.summary),
+        _replay_section(model),
         "<h2>Summary</h2>",
-        _summary_table(report),
+        _summary_table(model, report),
         _columns_section(report),
         _faults_section(report),
         _collusion_section(report),
@@ -86,12 +90,12 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         "<h2>Figures</h2>",
         *(_figure(name, path, out_dir) for name, path in figures.items() if name != HEADLINE_FIGURE),
         "<h2>Threat model</h2>",
-        _key_value_table(report["threat_model"]),
+        _key_value_table(model.threat_model),
         "<h2>Data</h2>",
-        _data_links(report["pairs_file"]),
+        _data_links(model.pairs_file),
     ]
     page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>netdp audit "
-            f"{escape(str(run['run_id']))}</title><style>{STYLE}</style></head><body>\n"
+            f"{run_id}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(section for section in sections if section) + "\n</body></html>\n")
     path = out_dir / PAGE_FILE
     path.write_text(page, encoding="utf-8")
@@ -136,35 +140,35 @@ def _ratio(value: float, of: float) -> str:
     return f"{value / of:.2f}x"
 
 
-def _data_links(pointer: Mapping[str, object]) -> str:
+def _data_links(pointer: PairsFile) -> str:
     """Links to the pairs file (and its CSV export, when written) and the report document."""
-    links = [f'<a href="{escape(str(pointer["file"]))}">{escape(str(pointer["file"]))}</a> (Parquet)']
-    if pointer["csv"] is not None:
-        links.append(f'<a href="{escape(str(pointer["csv"]))}">{escape(str(pointer["csv"]))}</a> (CSV)')
-    return (f"<p>{' and '.join(links)}: one row per ordered pair ({pointer['rows']} rows); "
+    links = [f'<a href="{escape(pointer.file)}">{escape(pointer.file)}</a> (Parquet)']
+    if pointer.csv is not None:
+        links.append(f'<a href="{escape(pointer.csv)}">{escape(pointer.csv)}</a> (CSV)')
+    return (f"<p>{' and '.join(links)}: one row per ordered pair ({pointer.rows} rows); "
             f'<a href="{REPORT_FILE}">{REPORT_FILE}</a>: summaries, checks and the run (schema in SCHEMA.md).</p>')
 
 
-def _sampler_banner(report: Mapping[str, object]) -> str:
-    sampler = report["summary"]["sampler"]
+def _sampler_banner(summary: Summary) -> str:
+    sampler = summary.sampler
     if sampler is None:
         return '<p class="banner">A plan: no node has run; the numbers are for the planned schedule.</p>'
-    if sampler["simulation"]:
-        return f'<p class="banner"><b>Simulation sampler:</b> {escape(sampler["note"])}.</p>'
+    if sampler.simulation:
+        return f'<p class="banner"><b>Simulation sampler:</b> {escape(str(sampler.note))}.</p>'
     return ""
 
 
-def _run_table(report: Mapping[str, object]) -> str:
-    run = report["run"]
+def _run_table(model: AuditReport, report: Mapping[str, object]) -> str:
+    run = model.run
     rows = {
-        "protocol": report["protocol"],
-        "graph": run["graph"],
-        "nodes": run["n"],
+        "protocol": model.protocol,
+        "graph": run.graph,
+        "nodes": run.n,
         **_schedule_rows(report),
-        "noise sigma, sensitivity": f"{report['sigma']:g}, {report['sensitivity']:g}",
-        "Renyi order alpha, delta": f"{report['alpha']:g}, {report['delta']:g}",
-        "exact method": report["summary"]["exact_method"],
-        "topology digest": run["topology_digest"],
+        "noise sigma, sensitivity": f"{model.sigma:g}, {model.sensitivity:g}",
+        "Renyi order alpha, delta": f"{model.alpha:g}, {model.delta:g}",
+        "exact method": model.summary.exact_method,
+        "topology digest": run.topology_digest,
     }
     return _key_value_table(rows)
 
@@ -196,92 +200,85 @@ def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def _checks_table(checks: Sequence[Mapping[str, object]], report: Mapping[str, object]) -> str:
+def _checks_table(checks: Sequence[CheckResult], summary: Summary) -> str:
     """One row per check: pass (green), FAIL (red) or ⚠ warning (amber: it holds, but read the detail); a warning
     is named for what it found."""
     marks = {"pass": ("ok", "pass"), "fail": ("fail", "FAIL"), "warning": ("warning", "⚠ warning")}
     rows = []
     for check in checks:
-        css, mark = marks[_level(check)]
-        rows.append((f'<span class="{css}">{mark}</span>', _check_name(check, report), escape(str(check["detail"]))))
+        css, mark = marks[check.level]
+        rows.append((f'<span class="{css}">{mark}</span>', _check_name(check, summary), escape(check.detail)))
     if not rows:
         return "<p>No checks were run.</p>"
     head = "<tr>" + "".join(f"<th>{column}</th>" for column in ("", "check", "detail")) + "</tr>"
-    body = "".join(f'<tr class="{marks[_level(check)][0]}">' + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+    body = "".join(f'<tr class="{marks[check.level][0]}">' + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
                    for check, row in zip(checks, rows))
     return f"<table>{head}{body}</table>"
 
 
-def _check_name(check: Mapping[str, object], report: Mapping[str, object]) -> str:
+def _check_name(check: CheckResult, summary: Summary) -> str:
     """A check's name; the paper-bound warning says what it found ("the paper's bound undercounts N pairs"), its
     name kept beside for a reader of report.json."""
-    name = escape(str(check["name"]))
-    undercounts = report["summary"].get("paper_undercounts") or {}
-    if check["name"] != UNDERCOUNT_CHECK or _level(check) != "warning" or not undercounts.get("count"):
+    name = escape(check.name)
+    undercounts = summary.paper_undercounts
+    if check.name != UNDERCOUNT_CHECK or check.level != "warning" or undercounts is None or not undercounts.count:
         return name
-    count = undercounts["count"]
+    count = undercounts.count
     found = escape(f"the paper's bound undercounts {count} pair{'s' if count > 1 else ''}")
     return f"{found} <small>({name})</small>"
 
 
-def _level(check: Mapping[str, object]) -> str:
-    """A check's level; a report written before levels existed has only `ok`."""
-    return str(check.get("level") or ("pass" if check["ok"] else "fail"))
-
-
-def _replay_section(report: Mapping[str, object]) -> str:
+def _replay_section(model: AuditReport) -> str:
     """What the replay noticed about the logs (audits only; a plan has no logs)."""
-    replay = report.get("replay")
-    if replay is None:
+    if model.replay is None:
         return ""
-    findings = [*replay["node_problems"], *replay["consistency"]]
+    findings = [*model.replay.node_problems, *model.replay.consistency]
     if not findings:
         return "<h2>Logs</h2>\n<p>Every view log is intact and agrees with the others.</p>"
-    rows = [(escape(f["severity"]), escape(f["kind"]), escape(str(f["node"])), escape(f["detail"]))
+    rows = [(escape(f.severity), escape(f.kind), escape(str(f.node)), escape(f.detail))
             for f in findings[:SHOWN_FINDINGS]]
     more = len(findings) - len(rows)
     note = f"<p>{more} more findings in {REPORT_FILE}.</p>" if more else ""
     return f"<h2>Logs</h2>\n{_table(('severity', 'kind', 'node', 'detail'), rows)}{note}"
 
 
-def _summary_table(report: Mapping[str, object]) -> str:
+def _summary_table(model: AuditReport, report: Mapping[str, object]) -> str:
     """Worst observers first: mean loss per observer in each column, RDP and ε side by side, then the baselines and
     what the run shows in a sentence each."""
-    summary = report["summary"]
-    rdp, eps = summary["mean_rdp_per_observer"], summary.get("mean_eps_per_observer")
-    shown = worst_observers(report, SHOWN_OBSERVERS)
+    summary = model.summary
+    rdp, eps = summary.mean_rdp_per_observer, summary.mean_eps_per_observer
+    shown = worst_observers(model, SHOWN_OBSERVERS)
     names = {"exact_upper": "exact (upper end)", "exact_lower": "exact (lower end)", "paper": "paper (closed form)",
              "paper_corrected": "paper (corrected)", "ldp": "local DP"}
     columns = [column for column in names if column in rdp and any(x is not None for x in rdp[column])]
-    values = {v: tuple(cell for column in columns for cell in (_number(rdp[column][v]),
-                                                               _number(eps[column][v]) if eps else "-"))
+    values = {v: tuple(cell for column in columns for cell in (_number(rdp[column][v]), _number(eps[column][v])))
               for v in shown}
     alike: dict[tuple[str, ...], list[int]] = {}
     for v, cells in values.items():  # observers whose rows are identical share one, in the order first shown
         alike.setdefault(cells, []).append(v)
     rows = [(format_ids(observers), *cells) for cells, observers in alike.items()]
     hidden = len(rdp["exact_upper"]) - len(shown)
-    baselines = report["baselines"]
+    baselines = model.baselines
     headers = ("observers v", *(f"{names[column]} {unit}" for column in columns for unit in ("RDP", "ε")))
     sentences = summary_sentences(report)
     return "\n".join([
-        f"<p>Mean loss of each observer {escape(MEAN_RULE)}: Rényi (RDP) at alpha = {report['alpha']:g} and ε at "
-        f"delta = {report['delta']:g} (the mean of each pair's ε); worst {len(shown)} observers shown"
+        f"<p>Mean loss of each observer {escape(MEAN_RULE)}: Rényi (RDP) at alpha = {model.alpha:g} and ε at "
+        f"delta = {model.delta:g} (the mean of each pair's ε); worst {len(shown)} observers shown"
         f"{', observers with identical values in one row' if len(rows) < len(shown) else ''}"
         f"{f', {hidden} more in {REPORT_FILE}' if hidden else ''}. {escape(_conversion_sentence(summary))}</p>",
         _table(headers, rows),
-        f"<p>Baselines at the same noise: local DP {_number(baselines['ldp']['rdp'])} RDP, ε "
-        f"{_number(baselines['ldp']['eps'])}; central DP {_number(baselines['central']['rdp'])} RDP, ε "
-        f"{_number(baselines['central']['eps'])}.</p>",
-        *(_undercount_paragraph(report, variant) for variant in UNDERCOUNT_NAMES
-          if summary.get(f"{variant}_undercounts") is not None),
+        f"<p>Baselines at the same noise: local DP {_number(baselines.ldp.rdp)} RDP, ε "
+        f"{_number(baselines.ldp.eps)}; central DP {_number(baselines.central.rdp)} RDP, ε "
+        f"{_number(baselines.central.eps)}.</p>",
+        *(_undercount_paragraph(model, variant) for variant in UNDERCOUNT_NAMES
+          if getattr(summary, f"{variant}_undercounts") is not None),
         *(f"<p>{escape(sentence)}</p>" for sentence in sentences if sentence),
     ])
 
 
-def _conversion_sentence(summary: Mapping[str, object]) -> str:
+def _conversion_sentence(summary: Summary) -> str:
     """How the paper columns' ε relate to the exact column's: on one basis, or by the paper's own rule."""
-    conversion = summary.get("paper_conversion")
+    conversion = summary.paper_conversion
     if conversion == "tight":
         return ("The paper's ε comes from its per-pair μ by the exact Gaussian profile, the exact column's own "
                 "conversion: a pair below the exact loss in RDP is below it in ε too.")
@@ -291,24 +288,24 @@ def _conversion_sentence(summary: Mapping[str, object]) -> str:
     return ""
 
 
-def _undercount_paragraph(report: Mapping[str, object], variant: str) -> str:
+def _undercount_paragraph(model: AuditReport, variant: str) -> str:
     """One closed form's undercount, and at which hop distances: a warning in amber when some pair's exact loss
     exceeds it, worded as what it compares where the exact loss is conditioned on something the observer is not
     told (a walk's path)."""
-    undercounts = report["summary"][f"{variant}_undercounts"]
+    undercounts = getattr(model.summary, f"{variant}_undercounts")
     name = UNDERCOUNT_NAMES[variant]
-    count, rows, given = undercounts["count"], report["pairs_file"]["rows"], undercounts.get("exact_given")
+    count, rows, given = undercounts.count, model.pairs_file.rows, undercounts.exact_given
     exact = "the exact loss" if given is None else f"the exact loss given {given} (which the observer is not told)"
-    if undercounts.get("exact_is_bound"):
+    if undercounts.exact_is_bound:
         exact = "exact, a proven upper bound" + ("," if given is None else f" given {given},")
     if not count:
         return f"<p>{escape(name[0].upper() + name[1:])} is at least {escape(exact)} on all {rows} pairs.</p>"
-    if undercounts.get("exact_is_bound"):
+    if undercounts.exact_is_bound:
         return (f"<p>{escape(name[0].upper() + name[1:])} is below {escape(exact)} on {count} of {rows} pairs: no "
                 "evidence that it undercounts, since the loss itself may lie below both.</p>")
-    worst = _times(undercounts["pairs"][0]["exact_over_paper"])
-    where = ", ".join(f"{d['count']} of the {d['of']} at hop distance {d['hop_distance']}"
-                      for d in undercounts.get("by_hop_distance", ()) if d["count"])
+    worst = _times(undercounts.pairs[0].exact_over_paper)
+    where = ", ".join(f"{d.count} of the {d.of} at hop distance {d.hop_distance}"
+                      for d in undercounts.by_hop_distance if d.count)
     if given is None:
         text = (f"{name} undercounts {count} of {rows} pairs ({worst}): it is not an upper bound here (the "
                 f"exact loss of the whole view is above it){f'; {where}' if where else ''}.")

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from coordinator_tools.audit.checks import TRAJECTORY_CHECK
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.records import Finding, NodeLog
 from node.errors import ConfigError
 from node.idset import describe_nodes
 from node.viewlog import TENSOR_FIELDS
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 STRIPPED = "the view logs are structure-only copies (netdp collect --structure-only): they hold no payload"
 CROSS_CHECK_NOTE = (f"{STRIPPED}, so messages are matched across logs by MessageId, fate and payload shape; "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -31,10 +31,8 @@ from coordinator_tools.audit.conversion import (
 )
 from coordinator_tools.audit.exact import ViewGeometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.realized import RealizedRun
 from node.errors import ConfigError
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.protocols.base import RealizedRun
 
 Rule = Literal["mean", "worst"]
 # Bisection stops when the bracket on σ is this narrow (relative); the upper end is returned.

@@ -34,7 +34,7 @@ from coordinator_tools.audit.plan import (
     summarize,
 )
 from coordinator_tools.audit.protocols import auditor_named
-from coordinator_tools.audit.report import build_report, hop_distances, write_report
+from coordinator_tools.audit.report import Report, build_report, hop_distances, write_report
 from coordinator_tools.audit.run_audit import DEFAULT_DELTA
 from coordinator_tools.audit.sentences import NO_NOISE
 from node.topology import Topology, load_topology
@@ -55,10 +55,15 @@ class PlanReport:
     """A plan written to disk: the planner's result, the report document, its checks and files."""
 
     plan: Plan
-    document: dict[str, object]  # the audit report's schema
+    report: Report  # the audit report's schema (`report_schema.AuditReport`), with its `plan` block
     checks: tuple[Check, ...]
     written: tuple[Path, ...]
     collusion: Collusion | None = None
+
+    @property
+    def document(self) -> dict[str, object]:
+        """The plan file's document."""
+        return self.report.document
 
     @property
     def ok(self) -> bool:
@@ -103,7 +108,7 @@ def plan_topology(topology: Topology, out: Path, options: PlanOptions = PlanOpti
     report = build_report(result.losses, result.run, checks=checks, extra=extra, pairs_stem=f"{out.stem}-pairs",
                           csv=csv)
     written = write_report(report, out.parent, json_name=out.name)
-    return PlanReport(result, report.document, tuple(checks), tuple(written), collusion)
+    return PlanReport(result, report, tuple(checks), tuple(written), collusion)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,9 +13,10 @@ from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.protocols.base import ProtocolAuditor, RealizedRun
+from coordinator_tools.audit.protocols.base import ProtocolAuditor
 from coordinator_tools.audit.protocols.linear_rounds import LinearRoundAuditor, LinearRows
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript
+from coordinator_tools.audit.realized import RealizedRun
 
 __all__ = [
     "AccountingOptions",

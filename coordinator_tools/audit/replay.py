@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Generic, Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from coordinator_tools.audit.payloads import (
     stripping_problem,
 )
 from coordinator_tools.audit.protocols import auditor_for, auditor_named
-from coordinator_tools.audit.protocols.base import ProtocolAuditor, RunT
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.records import (
     Finding,
     MessageKey,
@@ -60,66 +60,6 @@ Section = Literal["public", "private"]
 # Records that name the node at the other end in `peer`: always, or when the sender is known.
 PEER_RECORDS = frozenset({"drop_out", "exchange"})
 OPTIONAL_PEER_RECORDS = frozenset({"sent", "received", "token"})
-
-
-@dataclass(frozen=True)
-class Replay(Generic[RunT]):
-    """Everything the auditor learned from a run directory (`RunT`: what its auditor rebuilds)."""
-
-    rundir: Path
-    topology: Topology
-    auditor: ProtocolAuditor[RunT]
-    logs: Mapping[int, NodeLog]
-    realized: RunT  # the auditor's transcript: a Transcript, an ExchangeSchedule, ...
-    node_problems: tuple[Finding, ...]  # about one node's log: missing, damaged, foreign, odd records
-    consistency: tuple[Finding, ...]  # between logs, and inferences made to fill gaps
-    private: PrivateSection | None = None
-    data_dir: Path | None = None  # the run's data folder, given in test mode: learning auditors recompute from it
-    payloads_stripped: bool = False  # the view logs are structure-only copies: no payload, no output value
-
-    @property
-    def sampler_kinds(self) -> dict[int, str]:
-        return {node: log.sampler_kind for node, log in self.logs.items()}
-
-    @property
-    def final_outputs(self) -> dict[int, np.ndarray]:
-        """Every logged output value (none in structure-only logs)."""
-        if self.payloads_stripped:
-            return {}
-        return {node: from_tensor(log.final_output.value) for node, log in self.logs.items() if log.final_output}
-
-    @property
-    def final_estimates(self) -> dict[int, np.ndarray]:
-        """Every logged output's data coordinates: what the run computed, without an audit run's canaries."""
-        dimension = self.topology.protocol.dimension
-        return {node: value[:dimension] for node, value in self.final_outputs.items()}
-
-    @property
-    def effective_sensitivity(self) -> float:
-        """The largest sensitivity any node's sampler asks for, and never below the published one."""
-        declared = [log.effective_sensitivity for log in self.logs.values()]
-        return max([self.topology.protocol.sensitivity, *(s for s in declared if s is not None)])
-
-    def to_json(self) -> dict[str, object]:
-        """The replay's findings for the report (payloads and private values stay out)."""
-        return {
-            "rundir": str(self.rundir),
-            "protocol": self.auditor.name,
-            "nodes": [self._node_json(node) for node in range(self.topology.n)],
-            "node_problems": [finding.to_json() for finding in self.node_problems],
-            "consistency": [finding.to_json() for finding in self.consistency],
-            "private_logs_read": self.private is not None,
-        }
-
-    def _node_json(self, node: int) -> dict[str, object]:
-        log = self.logs.get(node)
-        return {
-            "node": node,
-            "log": "unusable" if log is None else "intact" if log.intact else "damaged",
-            **self.realized.node_summary(node),
-            "rejected_messages": None if log is None else log.rejected,
-            "sampler_kind": None if log is None else log.sampler_kind,
-        }
 
 
 def replay_run(rundir: Path, *, with_private_logs: bool = False, data_dir: Path | None = None) -> Replay:

@@ -1,4 +1,5 @@
-"""The audit report: one JSON document (schema in SCHEMA.md) pointing to a columnar file of the pairs.
+"""The audit report: one JSON document (`report_schema.AuditReport`, documented in SCHEMA.md) pointing to a columnar
+file of the pairs.
 
 `build_report` needs only the accountants' result and the run (any protocol's realized or
 planned transcript), so the planner (a schedule from the topology, no logs) and the auditor
@@ -17,6 +18,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,12 +47,12 @@ from coordinator_tools.audit.pairs_file import (
     write_pairs,
     write_pairs_csv,
 )
+from coordinator_tools.audit.report_schema import SCHEMA_VERSION, AuditReport, JsonNumber, ReportCore, dump_report
 from node.topology import Topology
 
 if TYPE_CHECKING:
-    from coordinator_tools.audit.protocols.base import RealizedRun
+    from coordinator_tools.audit.realized import RealizedRun
 
-SCHEMA_VERSION = "netdp.audit.report/5"
 PAIRS_STEM = "pairs"
 # Pairs the summary lists by name: the largest exact losses, the largest paper undercounts.
 SHOWN_PAIRS = 20
@@ -65,15 +67,19 @@ SIMULATION_NOTE = (
 )
 # How every per-observer mean of the report is taken (observer_means): said wherever one is shown.
 MEAN_RULE = "over sources u ≠ v, divided by n (Muffliato Eq. 7)"
-JsonNumber = float | str | None
 
 
 @dataclass(frozen=True)
 class Report:
-    """The report document and the pairs its `pairs` pointer names, written together by `write_report`."""
+    """The report and the pairs its `pairs` pointer names, written together by `write_report`."""
 
-    document: dict[str, object]
+    model: AuditReport
     pairs: PairTable
+
+    @cached_property
+    def document(self) -> dict[str, object]:
+        """The report as report.json holds it (JSON values, only the keys that were given)."""
+        return dump_report(self.model)
 
 
 def build_report(
@@ -95,7 +101,7 @@ def build_report(
         raise ValueError(f"losses are for {losses.n} nodes, the run for {run.n}")
     undercounts = {variant: paper_undercounts(losses, variant) for variant in paper_variants(losses)}
     table = pair_table(losses, hop_distances(run.topology), undercounts)
-    document: dict[str, object] = {
+    core: dict[str, object] = {
         "schema": SCHEMA_VERSION,
         "protocol": run.protocol,
         "run": run.run_section(),
@@ -124,11 +130,10 @@ def build_report(
         "column_definitions": dict(losses.definitions),
         **({} if losses.assumptions is None else {"assumptions": losses.assumptions}),
     }
-    clashes = sorted(set(extra or {}) & set(document))
+    clashes = sorted(set(extra or {}) & set(core) | set(extra or {}) & set(ReportCore.model_fields))
     if clashes:
         raise ValueError(f"extra report keys {clashes} would overwrite the schema's own")
-    document.update(extra or {})
-    return Report(document, table)
+    return Report(AuditReport.model_validate({**core, **(extra or {})}), table)
 
 
 def write_report(report: Report, out_dir: Path, *, json_name: str = REPORT_FILE) -> list[Path]:
@@ -136,12 +141,12 @@ def write_report(report: Report, out_dir: Path, *, json_name: str = REPORT_FILE)
     out_dir; return the paths written, the document first."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    pointer = report.document["pairs_file"]
-    written = [write_pairs(report.pairs, out_dir / pointer["file"])]
-    if pointer["csv"] is not None:
-        written.append(write_pairs_csv(report.pairs, out_dir / pointer["csv"]))
+    pointer = report.model.pairs_file
+    written = [write_pairs(report.pairs, out_dir / pointer.file)]
+    if pointer.csv is not None:
+        written.append(write_pairs_csv(report.pairs, out_dir / pointer.csv))
     else:  # a report written again without the export must not leave an older one beside it
-        (out_dir / Path(pointer["file"]).with_suffix(".csv")).unlink(missing_ok=True)
+        (out_dir / Path(pointer.file).with_suffix(".csv")).unlink(missing_ok=True)
     json_path = out_dir / json_name
     json_path.write_text(json.dumps(report.document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     return [json_path, *written]
@@ -219,9 +224,9 @@ def _listing(table: PairTable) -> dict[str, object]:
             "which": "all" if every else "largest exact_eps_upper first; every pair is in pairs_file"}
 
 
-def worst_observers(report: Mapping[str, object], limit: int) -> list[int]:
+def worst_observers(report: ReportCore, limit: int) -> list[int]:
     """The observers with the largest mean exact loss (upper end), worst first."""
-    means = report["summary"]["mean_rdp_per_observer"]["exact_upper"]
+    means = report.summary.mean_rdp_per_observer["exact_upper"]
     loss = [math.inf if x == "inf" else -math.inf if x is None else x for x in means]
     return sorted(range(len(loss)), key=lambda v: -loss[v])[:limit]
 

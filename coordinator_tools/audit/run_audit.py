@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from coordinator_tools.audit.averaging_utility import averaging_utility
-from coordinator_tools.audit.checks import loss_checks, replay_checks
+from coordinator_tools.audit.checks import loss_checks
 from coordinator_tools.audit.collusion import (
     NO_ATTACK_NOTE,
     Collusion,
@@ -31,8 +31,10 @@ from coordinator_tools.audit.figures import write_figures
 from coordinator_tools.audit.html import write_html
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.payloads import STRIPPED, payloads_block
-from coordinator_tools.audit.replay import Replay, read_canary_signs, replay_run
-from coordinator_tools.audit.report import build_report, hop_distances, write_report
+from coordinator_tools.audit.protocols.base import Replay
+from coordinator_tools.audit.replay import read_canary_signs, replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
+from coordinator_tools.audit.report import Report, build_report, hop_distances, write_report
 from node.codec import from_tensor
 from node.errors import ConfigError
 
@@ -62,6 +64,14 @@ class AuditOptions:
 def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(), *,
               csv: bool = False) -> dict[str, object]:
     """Audit RUNDIR into out_dir (report.json, pairs.parquet, figures, index.html); return the report document.
+
+    `audit_report` is the same, returning the report's model beside its document.
+    """
+    return audit_report(rundir, out_dir, options, csv=csv).document
+
+
+def audit_report(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(), *, csv: bool = False) -> Report:
+    """Audit RUNDIR into out_dir (report.json, pairs.parquet, figures, index.html); return the report written.
 
     `csv` asks for the pairs' CSV export too (written anyway for small runs, see `wants_csv`).
 
@@ -120,7 +130,7 @@ def audit_run(rundir: Path, out_dir: Path, options: AuditOptions = AuditOptions(
     report = build_report(losses, run, checks=checks, sampler_kinds=replay.sampler_kinds, extra=extra, csv=csv)
     write_report(report, out_dir)
     write_html(report.document, out_dir, write_figures(report.document, out_dir, out_dir))
-    return report.document
+    return report
 
 
 def _canary_block(replay: Replay, accounting: Mapping[str, object], seed: int | None

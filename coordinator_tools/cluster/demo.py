@@ -20,7 +20,7 @@ from pathlib import Path
 from coordinator_tools.arguments import flag_names
 from coordinator_tools.audit.command import print_summary
 from coordinator_tools.audit.html import PAGE_FILE
-from coordinator_tools.audit.run_audit import audit_run
+from coordinator_tools.audit.run_audit import audit_report
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import (
     CONSOLE,
@@ -112,9 +112,9 @@ def _demo_command(args: argparse.Namespace) -> int:
     report_failures(result)
     CONSOLE.print(f"view logs: {result.rundir}/node-<id>/view.log (private inputs and noise: private.log)")
     CONSOLE.print("auditing the view logs: pairwise privacy loss (paper bound, exact, attack) ...")
-    report = audit_run(result.rundir, out / "audit", protocol.audit_options(out / "data"))
-    protocol.print_utility(result, out / "data", report)
-    protocol.print_privacy(topology, out / "audit", report)
+    report = audit_report(result.rundir, out / "audit", protocol.audit_options(out / "data"))
+    protocol.print_utility(result, out / "data", report.document)
+    protocol.print_privacy(topology, out / "audit", report.document)
     print_summary(report, out / "audit" / PAGE_FILE, CONSOLE)
     return 0
 

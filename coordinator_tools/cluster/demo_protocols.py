@@ -37,18 +37,17 @@ from coordinator_tools.audit.run_audit import DEFAULT_DELTA, AuditOptions, audit
 from coordinator_tools.cluster.command import CONSOLE
 from coordinator_tools.cluster.launch import ClusterResult
 from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.datasets import (
+from coordinator_tools.dataprep.datasets import (
     SEED_BITS,
-    node_data_file,
     synthetic_values,
     write_node_files,
 )
-from coordinator_tools.learning_data import (
+from coordinator_tools.dataprep.learning_data import (
     bundled,
     load_test_set,
     write_minibatch_split,
 )
-from coordinator_tools.personalized_task import (
+from coordinator_tools.dataprep.personalized_task import (
     TRAIN_SIZES,
     PersonalizedTask,
     generate_task,
@@ -57,7 +56,7 @@ from coordinator_tools.personalized_task import (
 )
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.generators import generate
-from node.data import load_vector
+from node.data import load_vector, node_data_file
 from node.errors import ConfigError
 from node.learning import derived_sensitivity
 from node.protocols.decor import DecorParams
@@ -398,7 +397,7 @@ class RandomWalkDemo(LearningDemo):
 
 
 class PersonalizedDemo(DemoProtocol):
-    """Personalized private CD on the AISTATS 2018 synthetic task (`coordinator_tools.personalized_task`).
+    """Personalized private CD on the AISTATS 2018 synthetic task (`coordinator_tools.dataprep.personalized_task`).
 
     n = 40 agents, one process each, p = 5 features (--dimension), on their similarity graph at
     γ = 0.1 (about 16 neighbours each); every agent makes T_i = 5 updates on a Poisson clock of rate

@@ -14,18 +14,22 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from types import FrameType
+from typing import Literal, NoReturn, TypeVar
 
 import numpy as np
 
+from coordinator_tools.cluster.ports import check_ports_free
 from coordinator_tools.cluster.round_timing import round_completions, round_timing
-from coordinator_tools.datasets import node_data_file
 from node.agent_budget import BudgetRequest
 from node.breaks import Breaks
+from node.data import node_data_file
 from node.errors import ConfigError, LogFormatError
 from node.host import ESTIMATE_FILE
 from node.idset import describe_nodes, format_ids
@@ -102,6 +106,7 @@ class ClusterResult:
     topology: Topology
     nodes: list[NodeResult] = field(default_factory=list)
     overrun: Overrun | None = None
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM before its nodes were done
 
     @property
     def timed_out(self) -> bool:
@@ -355,50 +360,76 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     The processes first get their start-up allowance to come up (each opens its view log); the run's own limit
     counts from when the last one did, so a slow start is told apart from a stuck run.
     """
-    data_files = check_launch_inputs(load_topology(topology_path), data_dir, options)
+    topology = load_topology(topology_path)
+    data_files = check_launch_inputs(topology, data_dir, options)
+    check_ports_free(topology.address_of(node_ids[0]) for node_ids in hosted_ids(topology))
     topology = prepare_rundir(topology_path, rundir, canaries=options.canaries)
     processes: dict[tuple[int, ...], subprocess.Popen] = {}
     groups = hosted_ids(topology)
     startup_s = options.startup_timeout_s or default_startup_allowance(len(groups))
     run_s = options.timeout_s or default_timeout(topology)
     overrun = None
-    try:
-        for node_ids in groups:
-            processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
-                                   if len(node_ids) == 1 else
-                                   start_hosting_process(rundir, node_ids, Path(data_dir), options))
-        started = time.monotonic()
-        run_deadline: float | None = None
-        while any(p.poll() is None for p in processes.values()):
-            up = sum(1 for node_ids, p in processes.items() if p.poll() is not None or _is_up(rundir, node_ids))
-            if on_progress:
-                on_progress(LaunchProgress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in range(topology.n)},
-                                           up, len(processes)))
-            now = time.monotonic()
-            if run_deadline is None and up == len(processes):
-                run_deadline = now + run_s
-            if run_deadline is None and now > started + startup_s:
-                overrun = Overrun("startup", startup_s, up, len(processes))
-                break
-            if run_deadline is not None and now > run_deadline:
-                overrun = Overrun("run", run_s, up, len(processes))
-                break
-            time.sleep(POLL_INTERVAL_S)
-    finally:
-        _stop_all(processes)
-    result = ClusterResult(Path(rundir), topology, overrun=overrun)
+    interrupted = False
+    with _sigterm_as_interrupt():
+        try:
+            for node_ids in groups:
+                processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
+                                       if len(node_ids) == 1 else
+                                       start_hosting_process(rundir, node_ids, Path(data_dir), options))
+            started = time.monotonic()
+            run_deadline: float | None = None
+            while any(p.poll() is None for p in processes.values()):
+                up = sum(1 for node_ids, p in processes.items() if p.poll() is not None or _is_up(rundir, node_ids))
+                if on_progress:
+                    on_progress(LaunchProgress({v: logged_rounds(node_log_dir(rundir, v))[0]
+                                                for v in range(topology.n)}, up, len(processes)))
+                now = time.monotonic()
+                if run_deadline is None and up == len(processes):
+                    run_deadline = now + run_s
+                if run_deadline is None and now > started + startup_s:
+                    overrun = Overrun("startup", startup_s, up, len(processes))
+                    break
+                if run_deadline is not None and now > run_deadline:
+                    overrun = Overrun("run", run_s, up, len(processes))
+                    break
+                time.sleep(POLL_INTERVAL_S)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the nodes are stopped and the run summed up all the same
+            interrupted = True
+        finally:
+            _stop_all(processes)
+    result = ClusterResult(Path(rundir), topology, overrun=overrun, interrupted=interrupted)
     for node_ids, process in processes.items():
         killed = process.returncode == -signal.SIGKILL and any(v in options.kill_at_round for v in node_ids)
         stderr_path = node_log_dir(rundir, node_ids[0]) / STDERR_FILE
         result.nodes += [_collect(rundir, v, process.returncode, killed, stderr_path) for v in node_ids]
     result.nodes.sort(key=lambda r: r.node_id)
     _write_summary(result, options)
+    if interrupted:
+        raise KeyboardInterrupt
     return result
 
 
 def _is_up(rundir: Path, node_ids: tuple[int, ...]) -> bool:
     """Whether the process hosting `node_ids` has come up: its first id's view log is open."""
     return (node_log_dir(rundir, node_ids[0]) / VIEW_LOG_NAME).exists()
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a run as Ctrl-C does: its node processes are stopped and run.json is written (a handler can
+    only be installed from the main thread; elsewhere SIGTERM keeps its default)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt
 
 
 def _stop_all(processes: Mapping[tuple[int, ...], subprocess.Popen]) -> None:
@@ -442,6 +473,7 @@ def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
         "timed_out": result.timed_out,
         "timeout": None if result.overrun is None else {"phase": result.overrun.phase,
                                                         "limit_s": result.overrun.limit_s},
+        "interrupted": result.interrupted,
         "nodes": [
             {"id": r.node_id, "exit_code": r.exit_code, "killed_by_request": r.killed_by_request,
              "rounds_started": r.rounds_started, "finished": r.estimate is not None}

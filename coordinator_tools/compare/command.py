@@ -24,9 +24,9 @@ from coordinator_tools.compare import figures
 from coordinator_tools.compare.calibrate import Calibration, calibrate
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, PROTOCOLS, WALK, CompareSetup, comparison_topology
-from coordinator_tools.datasets import SEED_BITS
+from coordinator_tools.dataprep.datasets import SEED_BITS
+from coordinator_tools.dataprep.learning_data import write_minibatch_split
 from coordinator_tools.experiment import add_experiment_argument
-from coordinator_tools.learning_data import write_minibatch_split
 from coordinator_tools.topology.build import new_run_id
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError

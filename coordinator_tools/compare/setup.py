@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from coordinator_tools.learning_data import bundled
+from coordinator_tools.dataprep.learning_data import bundled
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import GENERATORS, generate
 from node.learning import derived_sensitivity

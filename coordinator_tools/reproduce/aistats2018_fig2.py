@@ -7,7 +7,7 @@ that even ε̄ = 0.15 "significantly outperform[s] the purely local models". The
 numbers, so its shape is compared: accuracy rising with the budget, between the purely local
 models and non-private CD.
 
-netdp regenerates the paper's task (`coordinator_tools.personalized_task`: targets at random
+netdp regenerates the paper's task (`coordinator_tools.dataprep.personalized_task`: targets at random
 angles, similarities exp((cos φ − 1)/γ), 10 to 100 points per agent, 5 % label noise; p = 5
 features) with the `netdp demo --protocol personalized-cd` parameters (μ = 1, L₀ = 0.3, no warm
 start). As the paper does, T_i is tuned per budget on a validation split: each agent's held-out
@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 
 from coordinator_tools.audit.learning_figures import learning_drawers
 from coordinator_tools.cluster.demo_protocols import PersonalizedDemo
-from coordinator_tools.personalized_task import PersonalizedTask, generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import PersonalizedTask, generate_task, task_topology, write_task
 from coordinator_tools.reproduce.outcome import (
     DIFFERS,
     REPRODUCED,

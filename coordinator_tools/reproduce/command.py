@@ -17,7 +17,6 @@ import platform
 import secrets
 import subprocess
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib
@@ -28,8 +27,15 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from coordinator_tools.reproduce import page  # noqa: E402
-from coordinator_tools.reproduce.outcome import Context, Outcome, Reproduction, Row  # noqa: E402
+from coordinator_tools.reproduce.outcome import Context, Outcome, Reproduction  # noqa: E402
 from coordinator_tools.reproduce.registry import reproductions  # noqa: E402
+from coordinator_tools.reproduce.result import (  # noqa: E402
+    SCHEMA,
+    DeviationEntry,
+    ReproductionResult,
+    ResultRow,
+    StatementVsProofEntry,
+)
 from node.errors import ConfigError  # noqa: E402
 
 CONSOLE = Console()
@@ -37,7 +43,7 @@ RESULT_FILE = "result.json"
 TABLE_FILE = "table.csv"
 SUMMARY_FILE = "summary.json"
 INVOCATION_FILE = "reproduce.json"  # name, scale and seed, written first: what --resume must match
-ROW_FIELDS = ("quantity", "published", "measured", "unit", "ratio", "agrees", "rtol", "verdict", "evidence", "note")
+ROW_FIELDS = tuple(ResultRow.model_fields)  # table.csv's columns
 FIGURE_DPI = 120
 
 
@@ -60,25 +66,16 @@ def reproduce(reproduction: Reproduction, out: Path, scale: str, seed: int, resu
     started = time.monotonic()
     outcome = reproduction.run(Context(folder=out, scale=scale, seed=seed))
     figures = _write_figures(outcome, out)
-    document = {
-        "schema": "netdp.reproduce/2",
-        "name": reproduction.name,
-        "paper": reproduction.paper,
-        "figure": reproduction.figure,
-        "claim": reproduction.claim,
-        "scale": scale,
-        "seed": seed,
-        "seeds": dict(outcome.seeds),
-        "setup": dict(outcome.setup),
-        "summary": outcome.summary,
-        "verdict": outcome.verdict,
-        "deviations": [asdict(deviation) for deviation in outcome.deviations],
-        "statement_vs_proof": [asdict(entry) for entry in outcome.statement_vs_proof],
-        "rows": [_row_document(row) for row in outcome.rows],
-        "figures": figures,
-        "runs": [str(path) for path in outcome.runs],
-        "elapsed_s": round(time.monotonic() - started, 3),
-    }
+    result = ReproductionResult(
+        schema=SCHEMA, name=reproduction.name, paper=reproduction.paper, figure=reproduction.figure,
+        claim=reproduction.claim, scale=scale, seed=seed, seeds=dict(outcome.seeds), setup=dict(outcome.setup),
+        summary=outcome.summary, verdict=outcome.verdict,
+        deviations=[DeviationEntry.model_validate(deviation) for deviation in outcome.deviations],
+        statement_vs_proof=[StatementVsProofEntry.model_validate(entry) for entry in outcome.statement_vs_proof],
+        rows=[ResultRow.judged(row) for row in outcome.rows], figures=figures,
+        runs=[str(path) for path in outcome.runs], elapsed_s=round(time.monotonic() - started, 3),
+    )
+    document = result.document()
     (out / RESULT_FILE).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     with (out / TABLE_FILE).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=ROW_FIELDS)
@@ -99,17 +96,8 @@ def resumed_seed(out: Path | None, name: str, seed: int | None) -> int | None:
     return seed if seed is not None or recorded is None else int(recorded["seed"])
 
 
-def _row_document(row: Row) -> dict[str, object]:
-    verdict = row.judged
-    return {"quantity": row.quantity, "published": row.published, "measured": row.measured, "unit": row.unit,
-            "ratio": row.ratio, "agrees": row.agrees, "rtol": row.rtol,
-            "verdict": None if verdict is None else verdict.kind,
-            "evidence": None if verdict is None else verdict.evidence,
-            "note": row.note}
-
-
 def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: int,
-                  resume: bool = False) -> list[dict[str, object]]:
+                  resume: bool = False) -> list[ReproductionResult]:
     """Run every reproduction into out/NAME (one base seed for all), then write out/summary.json and out/index.html.
 
     The summary is what a referee reads first: each reproduction's verdict, deviations and findings,
@@ -123,12 +111,13 @@ def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: i
     for name, reproduction in known.items():
         finished = out / name / RESULT_FILE
         if resume and finished.exists() and _invocation(out / name) == {"name": name, "scale": scale, "seed": seed}:
-            documents.append(json.loads(finished.read_text(encoding="utf-8")))
-            CONSOLE.print(f"[bold]{name}[/bold]: finished before, {documents[-1]['verdict']}")
+            documents.append(ReproductionResult.read(finished))
+            CONSOLE.print(f"[bold]{name}[/bold]: finished before, {documents[-1].verdict}")
             continue
         CONSOLE.print(f"[bold]{name}[/bold] ({scale} scale) ...")
-        documents.append(reproduce(reproduction, out / name, scale, seed, resume=resume))
-        CONSOLE.print(f"  {documents[-1]['verdict']} in {documents[-1]['elapsed_s']:.0f} s")
+        documents.append(ReproductionResult.model_validate(reproduce(reproduction, out / name, scale, seed,
+                                                                    resume=resume)))
+        CONSOLE.print(f"  {documents[-1].verdict} in {documents[-1].elapsed_s:.0f} s")
     summary = {"schema": "netdp.reproduce-summary/1", "scale": scale, "seed": seed, "stamp": _stamp(),
                "reproductions": [page.summary_entry(document, scale, seed) for document in documents]}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -156,26 +145,26 @@ def _write_figures(outcome: Outcome, out: Path) -> list[str]:
     return names
 
 
-def print_result(document: dict[str, object], out: Path, console: Console = CONSOLE) -> None:
+def print_result(document: ReproductionResult, out: Path, console: Console = CONSOLE) -> None:
     """The rows as one table, published beside measured, then the summary and where the files are."""
-    table = Table(title=f"{document['paper']} {document['figure']} ({document['scale']} scale): {document['claim']}")
+    table = Table(title=f"{document.paper} {document.figure} ({document.scale} scale): {document.claim}")
     for column, justify in (("quantity", "left"), ("published", "right"), ("measured", "right"),
                             ("ratio", "right"), ("agrees", "center"), ("verdict", "left"),
                             ("note", "left")):
         table.add_column(column, justify=justify)
-    for row in document["rows"]:
-        table.add_row(f"{row['quantity']}" + (f" [{row['unit']}]" if row["unit"] else ""),
-                      "-" if row["published"] is None else f"{row['published']:.4g}", f"{row['measured']:.4g}",
-                      "-" if row["ratio"] is None else f"{row['ratio']:.3g}",
-                      {True: "yes", False: "NO", None: "-"}[row["agrees"]], row["verdict"] or "-", row["note"])
+    for row in document.rows:
+        table.add_row(row.quantity + (f" [{row.unit}]" if row.unit else ""),
+                      "-" if row.published is None else f"{row.published:.4g}", f"{row.measured:.4g}",
+                      "-" if row.ratio is None else f"{row.ratio:.3g}",
+                      {True: "yes", False: "NO", None: "-"}[row.agrees], row.verdict or "-", row.note)
     console.print(table)
-    if document["summary"]:
-        console.print(document["summary"])
-    console.print(f"verdict: {document['verdict']}")
-    for deviation in document["deviations"]:
-        console.print(f"  deviation ({deviation['aspect']}): paper {deviation['paper']}; netdp {deviation['netdp']}")
+    if document.summary:
+        console.print(document.summary)
+    console.print(f"verdict: {document.verdict}")
+    for deviation in document.deviations:
+        console.print(f"  deviation ({deviation.aspect}): paper {deviation.paper}; netdp {deviation.netdp}")
     console.print(f"written: {out / RESULT_FILE}, {out / TABLE_FILE}"
-                  + "".join(f", {out / name}" for name in document["figures"]))
+                  + "".join(f", {out / name}" for name in document.figures))
 
 
 def _reproduce_command(args: argparse.Namespace) -> int:
@@ -201,7 +190,7 @@ def _reproduce_command(args: argparse.Namespace) -> int:
     seed = resumed_seed(out, "", args.seed) if args.resume else args.seed
     seed = seed if seed is not None else secrets.randbits(32)
     document = reproduce(known[args.name], out, args.scale, seed, resume=args.resume)
-    print_result(document, out)
+    print_result(ReproductionResult.model_validate(document), out)
     return 0
 
 

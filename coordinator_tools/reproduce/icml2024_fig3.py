@@ -32,7 +32,7 @@ from coordinator_tools.audit.learning_figures import learning_drawers
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.protocols.rw_sgd.accountant import communicability, theorem3_matrix
 from coordinator_tools.cluster.demo_protocols import RandomWalkDemo
-from coordinator_tools.learning_data import write_minibatch_split
+from coordinator_tools.dataprep.learning_data import write_minibatch_split
 from coordinator_tools.reproduce.outcome import (
     DIFFERS,
     REPRODUCED,

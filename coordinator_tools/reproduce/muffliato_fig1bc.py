@@ -32,7 +32,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from coordinator_tools.audit.pairs_file import read_pairs
-from coordinator_tools.learning_data import bundled, write_minibatch_split
+from coordinator_tools.dataprep.learning_data import bundled, write_minibatch_split
 from coordinator_tools.reproduce.outcome import (
     DIFFERS,
     FINDING,

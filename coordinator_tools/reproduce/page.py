@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from coordinator_tools.reproduce.outcome import FINDING, SEVERITY
+from coordinator_tools.reproduce.result import ReproductionResult, ResultRow
 
 PAGE_FILE = "index.html"
 AUDIT_PAGE = "index.html"  # the audit's own page inside each audit folder (coordinator_tools.audit.html)
@@ -25,33 +26,34 @@ def command_line(name: str, scale: str, seed: int) -> str:
     return f"netdp reproduce {name} --scale {scale} --seed {seed}"
 
 
-def summary_entry(document: Mapping[str, object], scale: str, seed: int) -> dict[str, object]:
+def summary_entry(document: ReproductionResult, scale: str, seed: int) -> dict[str, object]:
     """One reproduction in summary.json: its verdict, deviations, statement-vs-proof cases, judged rows, findings."""
-    rows = [row for row in document["rows"] if row["verdict"] is not None]
-    command = command_line(str(document["name"]), scale, seed)
+    rows = [row for row in document.rows if row.verdict is not None]
+    command = command_line(document.name, scale, seed)
     return {
-        "name": document["name"], "paper": document["paper"], "figure": document["figure"],
-        "claim": document["claim"], "verdict": document["verdict"], "summary": document["summary"],
-        "folder": document["name"], "command": command,
-        "audits": [f"{document['name']}/{path}/{AUDIT_PAGE}" for path in document["runs"] if path.endswith("audit")],
-        "deviations": document["deviations"], "statement_vs_proof": document["statement_vs_proof"],
-        "verdicts": [{key: row[key] for key in ("quantity", "published", "measured", "unit", "verdict", "evidence")}
+        "name": document.name, "paper": document.paper, "figure": document.figure,
+        "claim": document.claim, "verdict": document.verdict, "summary": document.summary,
+        "folder": document.name, "command": command,
+        "audits": [f"{document.name}/{path}/{AUDIT_PAGE}" for path in document.runs if path.endswith("audit")],
+        "deviations": [deviation.model_dump() for deviation in document.deviations],
+        "statement_vs_proof": [entry.model_dump() for entry in document.statement_vs_proof],
+        "verdicts": [row.model_dump(include={"quantity", "published", "measured", "unit", "verdict", "evidence"})
                      for row in rows],
-        "findings": [{"quantity": row["quantity"], "text": _finding_text(document, row), "command": command}
-                     for row in rows if row["verdict"] == FINDING],
+        "findings": [{"quantity": row.quantity, "text": _finding_text(document, row), "command": command}
+                     for row in rows if row.verdict == FINDING],
     }
 
 
-def _finding_text(document: Mapping[str, object], row: Mapping[str, object]) -> str:
+def _finding_text(document: ReproductionResult, row: ResultRow) -> str:
     """Two sentences: what netdp measured against what the paper has, then the evidence."""
-    published = "no number" if row["published"] is None else f"{row['published']:.4g}"
-    evidence = str(row["evidence"])
+    published = "no number" if row.published is None else f"{row.published:.4g}"
+    evidence = str(row.evidence)
     sentence = evidence if evidence.startswith("netdp") else evidence[:1].upper() + evidence[1:]
-    return (f"{document['paper']} {document['figure']}, {row['quantity']}: netdp measures {row['measured']:.4g} "
+    return (f"{document.paper} {document.figure}, {row.quantity}: netdp measures {row.measured:.4g} "
             f"where the paper has {published}. {sentence}")
 
 
-def render(summary: Mapping[str, object], documents: Sequence[Mapping[str, object]]) -> str:
+def render(summary: Mapping[str, object], documents: Sequence[ReproductionResult]) -> str:
     """The whole page: stamp, findings, the verdict table, then one section per reproduction."""
     entries = summary["reproductions"]
     stamp = summary["stamp"]
@@ -84,9 +86,9 @@ def _overview(entries: Sequence[Mapping[str, object]]) -> str:
             f"<th>deviations</th></tr>{rows}</table>")
 
 
-def _section(entry: Mapping[str, object], document: Mapping[str, object]) -> str:
+def _section(entry: Mapping[str, object], document: ReproductionResult) -> str:
     name = escape(str(entry["name"]))
-    figures = "".join(f"<img src='{name}/{escape(figure)}' alt='{escape(figure)}'>" for figure in document["figures"])
+    figures = "".join(f"<img src='{name}/{escape(figure)}' alt='{escape(figure)}'>" for figure in document.figures)
     audits = " ".join(f"<a href='{escape(link)}'>{escape(link.split('/', 1)[1].rsplit('/', 1)[0])}</a>"
                       for link in entry["audits"])
     return (f"<h2 id='{name}'>{name}: {escape(str(entry['paper']))} {escape(str(entry['figure']))}</h2>"
@@ -94,15 +96,15 @@ def _section(entry: Mapping[str, object], document: Mapping[str, object]) -> str
             f"<b>{escape(str(entry['verdict']))}</b>. {escape(str(entry['summary']))}</p>"
             f"<p>Rerun: <code>{escape(str(entry['command']))}</code>; files: <a href='{name}/result.json'>result.json"
             f"</a>, <a href='{name}/table.csv'>table.csv</a>; audits: {audits or 'none'}</p>{figures}"
-            f"{_rows(document['rows'])}{_deviations(entry['deviations'])}{_statements(entry['statement_vs_proof'])}")
+            f"{_rows(document.rows)}{_deviations(entry['deviations'])}{_statements(entry['statement_vs_proof'])}")
 
 
-def _rows(rows: Sequence[Mapping[str, object]]) -> str:
+def _rows(rows: Sequence[ResultRow]) -> str:
     body = "".join(
-        f"<tr class='{_css(row['verdict'])}'><td>{escape(row['quantity'])}</td><td>{_number(row['published'])}</td>"
-        f"<td>{_number(row['measured'])}</td><td>{escape(row['unit'])}</td>"
-        f"<td>{escape(row['verdict'] or 'context (nothing published to compare)')}</td>"
-        f"<td>{escape(row['evidence'] or '')}</td><td>{escape(row['note'])}</td></tr>" for row in rows)
+        f"<tr class='{_css(row.verdict)}'><td>{escape(row.quantity)}</td><td>{_number(row.published)}</td>"
+        f"<td>{_number(row.measured)}</td><td>{escape(row.unit)}</td>"
+        f"<td>{escape(row.verdict or 'context (nothing published to compare)')}</td>"
+        f"<td>{escape(row.evidence or '')}</td><td>{escape(row.note)}</td></tr>" for row in rows)
     return ("<table><tr><th>quantity</th><th>published</th><th>netdp</th><th>unit</th><th>verdict</th>"
             f"<th>evidence</th><th>note</th></tr>{body}</table>")
 

@@ -9,7 +9,6 @@ same seed would give again, so it is read back instead of rerun.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from scipy import stats
 from coordinator_tools import api
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.pairs_file import REPORT_FILE
+from coordinator_tools.audit.report_schema import dump_report, load_report
 from node.topology import Topology
 
 
@@ -46,7 +46,7 @@ def audited_run(folder: Path, topology: Topology, *, noise_seed: int, data: Path
     folder = Path(folder)
     finished = folder / "audit" / REPORT_FILE
     if (folder / "audit" / PAGE_FILE).exists() and finished.exists():
-        return api.Audit(finished, json.loads(finished.read_text(encoding="utf-8")))
+        return api.Audit(finished, dump_report(load_report(finished)))
     for leftover in ("run", "audit", "data"):
         if (folder / leftover).is_dir() and not (leftover == "data" and data is not None):
             shutil.rmtree(folder / leftover)

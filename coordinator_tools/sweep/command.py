@@ -32,7 +32,8 @@ from coordinator_tools.sweep.grid import (
     load_grid,
     supported,
 )
-from coordinator_tools.sweep.point import COLUMNS, check_point, run_point
+from coordinator_tools.sweep.point import check_point, run_point
+from coordinator_tools.sweep.rows import COLUMNS
 from coordinator_tools.sweep.state import (
     CSV_FILE,
     SWEEP_FILE,
@@ -107,7 +108,7 @@ def run_sweep(grid: SweepGrid, out: Path) -> SweepResult:
             write_sweep(out, grid, points, failures)
             progress.advance(task)
         progress.update(task, description="")
-    rows = [row for point in points if (row := read_row(out, point.id)) is not None]
+    rows = [row.model_dump() for point in points if (row := read_row(out, point.id)) is not None]
     write_csv(out, rows, COLUMNS)
     figures.utility_figures(rows, out)
     return SweepResult(len(unfinished), len(points) - len(unfinished), failures)

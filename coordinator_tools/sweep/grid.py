@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from coordinator_tools.audit.run_audit import DEFAULT_DELTA
-from coordinator_tools.datasets import SEED_BITS
+from coordinator_tools.dataprep.datasets import SEED_BITS
 from coordinator_tools.topology.generators import GENERATORS, generate
 from node.errors import ConfigError
 from node.protocols.base import SweepShape

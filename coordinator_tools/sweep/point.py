@@ -31,16 +31,20 @@ from pathlib import Path
 
 import numpy as np
 
-from coordinator_tools import api
 from coordinator_tools.audit.pairs_file import pair_matrix, read_pairs
 from coordinator_tools.audit.plan import summarize
 from coordinator_tools.audit.plan_command import calibrated_sigma
 from coordinator_tools.audit.replay import read_private_logs
+from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
+from coordinator_tools.cluster.command import report_failures
+from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
+from coordinator_tools.cluster.virtual import run_virtual
 from coordinator_tools.compare.command import CERT_VALIDITY_DAYS
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, CompareSetup
-from coordinator_tools.learning_data import write_minibatch_split
+from coordinator_tools.dataprep.datasets import output_folder, synthetic_data, write_node_files
+from coordinator_tools.dataprep.learning_data import write_minibatch_split
 from coordinator_tools.sweep.grid import Point, SweepGrid, length_field, point_graph
 from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.protocol_options import GraphFacts, params_from_fields
@@ -49,13 +53,6 @@ from node.errors import ConfigError
 from node.topology import FixedSchedule, ProtocolParams, Topology, save_topology
 
 START_SIGMA = 1.0  # the σ a target point's topology is first built at (muffliato's default T is T_stop there)
-COLUMNS = (
-    "point", "protocol", "graph", "n", "T", "sigma", "target_eps", "delta", "mode",
-    "graph_seed", "data_seed", "noise_seed", "attack_seed",
-    "utility_metric", "utility", "baseline_utility",
-    "mean_exact_eps", "worst_exact_eps", "mean_paper_eps", "ldp_eps", "central_eps", "mean_exact_rdp", "alpha",
-    "elapsed_s", "checks_ok",
-)  # fmt: skip
 
 
 def learning_setup(point: Point, grid: SweepGrid, steps: int) -> CompareSetup:
@@ -91,7 +88,7 @@ def write_point_data(point: Point, grid: SweepGrid, topology: Topology, data_dir
         setup = learning_setup(point, grid, published_length(topology))
         write_minibatch_split(grid.dataset, setup.batch, topology, data_dir, point.data_seed)
     else:
-        api.write_data(api.synthetic_data(topology, seed=point.data_seed), data_dir)
+        write_node_files(synthetic_data(topology, seed=point.data_seed), output_folder(data_dir, force=False))
 
 
 def check_point(point: Point, grid: SweepGrid, scratch: Path) -> None:
@@ -117,18 +114,19 @@ def run_point(point: Point, grid: SweepGrid, folder: Path) -> dict[str, object]:
     save_topology(topology, folder / "topology.json")
     data_dir = folder / "data"
     write_point_data(point, grid, topology, data_dir)
-    launch: dict[str, object] = {}
+    certs_dir = None
     if grid.networked and not grid.insecure:
-        write_cluster_certs(topology, folder / "certs", CERT_VALIDITY_DAYS)
-        launch["certs_dir"] = folder / "certs"
-    run = api.run(folder / "topology.json", data_dir, folder / "run", virtual=not grid.networked,
-                  seed=point.noise_seed, insecure=grid.insecure, **launch).check()
-    audit = api.audit(run, folder / "audit", data=data_dir, delta=grid.delta, attack_seed=point.attack_seed)
-    metric, utility, baseline = (learning_utility(audit.report) if point.learning
-                                 else averaging_mse(run, audit.report))
+        certs_dir = folder / "certs"
+        write_cluster_certs(topology, certs_dir, CERT_VALIDITY_DAYS)
+    runner = run_cluster if grid.networked else run_virtual
+    run = runner(folder / "topology.json", data_dir, folder / "run",
+                 LaunchOptions(sampler="simulation", simulation_seed=point.noise_seed, certs_dir=certs_dir))
+    report_failures(run)
+    report = audit_run(run.rundir, folder / "audit",
+                       AuditOptions(data=data_dir, delta=grid.delta, attack_seed=point.attack_seed))
+    metric, utility, baseline = learning_utility(report) if point.learning else averaging_mse(run, report)
     pairs = read_pairs(folder / "audit", ["source", "observer", "exact_eps_upper", "paper_eps"])
     exact, paper = (pair_matrix(pairs, column, topology.n) for column in ("exact_eps_upper", "paper_eps"))
-    report = audit.report
     return {
         "point": point.id, "protocol": point.protocol, "graph": point.graph, "n": topology.n,
         "T": published_length(topology), "sigma": sigma, "target_eps": point.target_eps, "delta": grid.delta,
@@ -141,11 +139,11 @@ def run_point(point: Point, grid: SweepGrid, folder: Path) -> dict[str, object]:
         "ldp_eps": float(report["baselines"]["ldp"]["eps"]),
         "central_eps": float(report["baselines"]["central"]["eps"]),
         "mean_exact_rdp": float(report["summary"]["max_mean_rdp"]["exact_upper"]["rdp"]), "alpha": report["alpha"],
-        "elapsed_s": round(time.monotonic() - started, 3), "checks_ok": audit.ok,
+        "elapsed_s": round(time.monotonic() - started, 3), "checks_ok": all(check["ok"] for check in report["checks"]),
     }  # fmt: skip
 
 
-def averaging_mse(run: api.Run, report: dict[str, object]) -> tuple[str, float, float]:
+def averaging_mse(run: ClusterResult, report: dict[str, object]) -> tuple[str, float, float]:
     """("mse", the audit's MSE of the run per coordinate, the baselines' realized MSE from the run's inputs and draws).
 
     Both against the mean of the clipped inputs (the audit reads them from the point's data folder).

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from coordinator_tools.sweep.grid import Point, SweepGrid
+from coordinator_tools.sweep.rows import SweepDocument, SweepPointEntry, SweepRow
 from node.errors import ConfigError
 
-SCHEMA = "netdp.sweep/1"
 SWEEP_FILE = "sweep.json"
 CSV_FILE = "sweep.csv"
 ROW_FILE = "row.json"
@@ -31,15 +31,16 @@ def point_folder(out: Path, point_id: str) -> Path:
     return Path(out) / POINTS_DIR / point_id
 
 
-def read_row(out: Path, point_id: str) -> dict[str, object] | None:
+def read_row(out: Path, point_id: str) -> SweepRow | None:
     """The finished point's row, or None when the point has not finished."""
     path = point_folder(out, point_id) / ROW_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return SweepRow.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def write_row(out: Path, point_id: str, row: Mapping[str, object]) -> Path:
-    """Mark the point finished: its row file, atomically."""
-    return write_atomically(point_folder(out, point_id) / ROW_FILE, json.dumps(row, indent=2) + "\n")
+def write_row(out: Path, point_id: str, row: SweepRow | Mapping[str, object]) -> Path:
+    """Mark the point finished: its row file (checked against `SweepRow`), atomically."""
+    text = json.dumps(SweepRow.model_validate(row).model_dump(), indent=2) + "\n"
+    return write_atomically(point_folder(out, point_id) / ROW_FILE, text)
 
 
 def clear_point(out: Path, point_id: str) -> None:
@@ -86,9 +87,9 @@ def write_sweep(out: Path, grid: SweepGrid, points: Sequence[Point], failures: M
     for point in points:
         done = (point_folder(out, point.id) / ROW_FILE).is_file()
         status = "done" if done else "failed" if point.id in failures else "pending"
-        entries.append({**point.to_json(), "folder": str(Path(POINTS_DIR) / point.id), "status": status,
-                        **({"error": failures[point.id]} if status == "failed" else {})})
-    document = {"schema": SCHEMA, "grid": grid.model_dump(mode="json"), "points": entries}
+        entries.append(SweepPointEntry(**point.to_json(), folder=str(Path(POINTS_DIR) / point.id), status=status,
+                                       error=failures[point.id] if status == "failed" else None))
+    document = SweepDocument(grid=grid, points=entries).model_dump(mode="json", by_alias=True)
     return write_atomically(Path(out) / SWEEP_FILE, json.dumps(document, indent=2) + "\n")
 
 

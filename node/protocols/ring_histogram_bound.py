@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.special import expit
 
 AMPLIFICATION_CONSTANT = 12.0  # Cor. 9's ε = 12 ε₀ √(ln(1/δ)/n)
 MIN_REPORTS = 100  # Cor. 9: n ≥ 100 shuffled reports
@@ -88,6 +86,10 @@ def advanced_composition(epsilon: float, *, windows: int, delta_prime: float) ->
 
 def proof_bound(local_epsilon: float, *, n: int, cycles: int, delta: float) -> Thm2Bound:
     """The smallest ε' Thm 2's proof gives at δ_total = `delta` for RR_γ at ε₀, over every split of δ."""
+    # scipy only when a ring-histogram bound is computed: every other node process runs without it.
+    from scipy.optimize import minimize_scalar
+    from scipy.special import expit
+
     if not 0.0 < delta < 1.0 or n < 1 or cycles < 1 or local_epsilon < 0.0:
         raise ValueError(f"Thm 2's bound needs n >= 1, K >= 1, eps0 >= 0 and delta in (0, 1); got n = {n}, "
                          f"K = {cycles}, eps0 = {local_epsilon}, delta = {delta}")

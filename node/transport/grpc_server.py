@@ -12,6 +12,7 @@ servicer knows no message kind: adding a protocol changes nothing here. Fault in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import NoReturn
 
@@ -23,18 +24,24 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
+from node.errors import ConfigError
+from node.idset import IdRanges
 from node.receiver import Receiver, Reply
 from node.refusal import Refusal, RefusalCode
 from node.transport.faults import LOST_STATUS, LostAnswers
 from node.transport.grpc_link import wire_chunks
 from node.transport.routing import HostedReceivers
 
+LOG = logging.getLogger("netdp.node")
 # The node ids the caller's TLS certificate names; None if it names none.
-Authenticator = Callable[[grpc.aio.ServicerContext], frozenset[int] | None]
+Authenticator = Callable[[grpc.aio.ServicerContext], IdRanges | None]
 PEER_SERVICE = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Reflection v1 has the same messages as v1alpha under another package; current clients ask v1 first.
 REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
+# Chunks a message may have beyond what its largest valid payload needs at the published chunk size: room
+# for a sender that cuts finer, while a stream of empty chunks is refused after a few dozen, not read forever.
+SPARE_CHUNKS = 64
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generated without stubs
@@ -57,7 +64,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
     async def _acknowledge(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                            ) -> peer_pb2.Receipt:
         """Handle a delivery (its mailbox logs it durably) and acknowledge it with a Receipt."""
-        envelope, node_id, _, _ = await self._receive(chunks, context)
+        envelope, node_id, _, _ = await self._receive(chunks, context, call=False)
         if self._faults is not None and self._faults.lose_acknowledgement():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
         return peer_pb2.Receipt(receiver=node_id, round=envelope.round)
@@ -75,14 +82,14 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
     async def _answer(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
                       ) -> tuple[peer_pb2.Envelope, bytes]:
         """Handle a request and return its reply (an acknowledgement when the mailbox answers nothing)."""
-        envelope, _, receiver, reply = await self._receive(chunks, context)
+        envelope, _, receiver, reply = await self._receive(chunks, context, call=True)
         if self._faults is not None and self._faults.lose_reply():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the reply was lost (fault injection)")
         return reply or receiver.acknowledgement(envelope)
 
-    async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext
-                       ) -> tuple[peer_pb2.Envelope, int, Receiver, Reply]:
-        """Authenticate, reassemble and hand over one message; a refusal becomes its gRPC status.
+    async def _receive(self, chunks: AsyncIterator[peer_pb2.Chunk], context: grpc.aio.ServicerContext, *,
+                       call: bool) -> tuple[peer_pb2.Envelope, int, Receiver, Reply]:
+        """Authenticate, reassemble and hand over one message (`call`: a request); a refusal becomes its gRPC status.
 
         Returns the envelope, the id it was for, that id's Receiver and its reply.
         """
@@ -90,21 +97,25 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
             identity = self._authenticate(context) if self._authenticate else None
             envelope, node_id, receiver, data = await self._reassemble(chunks, identity)
             # The identity was checked against the sender when the envelope was admitted.
-            reply = await receiver.accept(envelope, data, None if identity is None else envelope.sender)
+            reply = await receiver.accept(envelope, data, None if identity is None else envelope.sender, call=call)
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
         return envelope, node_id, receiver, reply
 
-    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: frozenset[int] | None
+    async def _reassemble(self, chunks: AsyncIterator[peer_pb2.Chunk], identity: IdRanges | None
                           ) -> tuple[peer_pb2.Envelope, int, Receiver, bytes]:
         """Read the stream, routing and checking the envelope first and refusing payloads that grow too large."""
         limit = self._hosted.payload_bytes
+        max_chunks = max_chunk_count(limit, self._chunk_bytes)
         envelope: peer_pb2.Envelope | None = None
         routed: tuple[int, Receiver] | None = None
         parts: list[bytes] = []
         size = 0
         try:
             async for chunk in chunks:  # gRPC parses each chunk as the loop asks for it
+                if len(parts) == max_chunks:
+                    await self._refuse(routed, envelope, "RESOURCE_EXHAUSTED",
+                                       f"a message has at most {max_chunks} chunks")
                 if envelope is None:
                     if not chunk.HasField("envelope"):
                         await self._refuse(None, None, "INVALID_ARGUMENT", "the first chunk carries no envelope")
@@ -134,6 +145,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
         else:
             await routed[1].reject(envelope, refusal)
         raise refusal
+
+
+def max_chunk_count(payload_bytes: int, chunk_bytes: int) -> int:
+    """The most chunks a message may come in: what its largest valid payload needs, and SPARE_CHUNKS more."""
+    return -(-payload_bytes // chunk_bytes) + 1 + SPARE_CHUNKS
 
 
 async def _single(message: bytes) -> AsyncIterator[bytes]:
@@ -173,15 +189,13 @@ async def start_server(receivers: Mapping[int, Receiver], address: str, *,
 
     Health reports SERVING (server-wide and for netdp.v1.Peer) once it listens.
     """
-    server = grpc.aio.server()
+    # Without SO_REUSEPORT a port another server holds fails here, at once, rather than sharing its connections.
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     add_peer_service(PeerServicer(receivers, authenticate, chunk_bytes, faults), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     add_reflection(server, (PEER_SERVICE, HEALTH_SERVICE))
-    bind = bind_address(address)
-    port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
-    if port == 0:
-        raise OSError(f"cannot listen on {bind}")
+    listen(server, address, credentials)
     await server.start()
     for name in ("", PEER_SERVICE):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -203,8 +217,26 @@ def add_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None:
     ))
 
 
-def bind_address(address: str) -> str:
-    """Listen on every interface at the published port (the published host may be a service name)."""
+def listen(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> str:
+    """Listen at the published address (its host: an address or a name of this machine), not on every interface,
+    and return where. A TLS node whose published host is not this machine's (a container behind a port mapping
+    publishes its machine's address) listens on every interface at the published port instead, where every
+    caller must still present a cluster certificate; a plain-text node never does. ConfigError if it cannot."""
+    for bind in (address, any_interface(address)) if credentials is not None else (address,):
+        try:
+            port = server.add_secure_port(bind, credentials) if credentials else server.add_insecure_port(bind)
+        except RuntimeError:
+            continue
+        if port:
+            if bind != address:
+                LOG.warning("%s is not an address of this machine: listening on %s (mutual TLS)", address, bind)
+            return bind
+    raise ConfigError(f"cannot listen on {address}: its port is in use, or its host is not an address of this "
+                      "machine")
+
+
+def any_interface(address: str) -> str:
+    """Every interface at the published port."""
     _, _, port = address.rpartition(":")
     return f"[::]:{port}"
 

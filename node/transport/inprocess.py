@@ -31,11 +31,11 @@ class InProcessLink:
         self._receiver = receiver
 
     async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
-        await self._accept(envelope, data, timeout_s)
+        await self._accept(envelope, data, timeout_s, call=False)
 
     async def call(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool
                    ) -> tuple[peer_pb2.Envelope, bytes]:
-        reply = await self._accept(envelope, data, timeout_s)
+        reply = await self._accept(envelope, data, timeout_s, call=True)
         if reply is not None:
             return reply
         assert self._receiver is not None  # `_accept` went through it
@@ -46,12 +46,12 @@ class InProcessLink:
         if self._receiver is None:
             raise LinkError("UNAVAILABLE", "peer is not running")
 
-    async def _accept(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> Reply:
+    async def _accept(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, call: bool) -> Reply:
         if self._receiver is None:  # an absent peer never comes up, so waiting for it is pointless
             raise LinkError("UNAVAILABLE", "peer is not running")
         try:
             async with asyncio.timeout(timeout_s):  # no task of its own per message, unlike wait_for
-                return await self._receiver.accept(envelope, data, self._sender)
+                return await self._receiver.accept(envelope, data, self._sender, call=call)
         except Refusal as refusal:
             raise LinkError(refusal.code, refusal.detail) from None
         except TimeoutError:

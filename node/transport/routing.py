@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 
 from netdp.v1 import peer_pb2
-from node.idset import describe_nodes
+from node.idset import IdRanges, describe_nodes
 from node.receiver import Receiver
 from node.refusal import Refusal
 
@@ -33,20 +33,21 @@ class HostedReceivers:
         self._sole = next(iter(self._receivers.values())) if len(self._receivers) == 1 else None
         self._authenticated = authenticated
         self._hosted = describe_nodes(self._receivers)
+        self._node_count = next(iter(self._receivers.values())).node_count
 
     @property
     def payload_bytes(self) -> int:
         """Byte length of the largest valid payload (one topology: the same for every hosted id)."""
         return next(iter(self._receivers.values())).payload_bytes
 
-    async def admit(self, envelope: peer_pb2.Envelope, identity: frozenset[int] | None,
+    async def admit(self, envelope: peer_pb2.Envelope, identity: IdRanges | None,
                     arrived: bytes = b"") -> tuple[int, Receiver]:
         """The receiving id and its Receiver, once the caller may send this envelope; log and raise on refusal
         (`arrived`: the payload bytes that came with the envelope, kept in a refusal when they are all of it)."""
         node_id, receiver = await self._route(envelope)
         authenticated_sender = None
         if self._authenticated:
-            refusal = _identity_refusal(envelope.sender, identity)
+            refusal = _identity_refusal(envelope.sender, identity, self._node_count)
             if refusal is not None:
                 await receiver.reject(envelope, refusal)
                 raise refusal
@@ -79,10 +80,14 @@ class HostedReceivers:
         raise refusal
 
 
-def _identity_refusal(sender: int, identity: frozenset[int] | None) -> Refusal | None:
-    """Why a caller certified for `identity` may not send as `sender`; None if it may."""
+def _identity_refusal(sender: int, identity: IdRanges | None, node_count: int) -> Refusal | None:
+    """Why a caller certified for `identity` may not send as `sender`; None if it may. A certificate naming an id
+    beyond the topology's `node_count` ids was not made for this cluster's processes, and is refused whole."""
     if not identity:
         return Refusal("PERMISSION_DENIED", NO_NODE_NAMED)
+    if identity.highest >= node_count:
+        return Refusal("PERMISSION_DENIED", f"the client certificate names ids up to {identity.highest}, beyond "
+                                            f"this topology's {node_count} nodes")
     if sender not in identity:
         return Refusal("PERMISSION_DENIED", f"authenticated as {describe_nodes(identity)}, claims {sender}",
                        names_sender=True)

@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE, node_log_dir
-from coordinator_tools.datasets import synthetic_values
+from coordinator_tools.dataprep.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import to_tensor

@@ -11,7 +11,6 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import read_pairs
@@ -19,9 +18,10 @@ from coordinator_tools.audit.paper import message_share_sum
 from coordinator_tools.audit.protocols.muffliato_async.accountant import account, linear_model
 from coordinator_tools.audit.protocols.muffliato_async.trajectories import check_trajectories, conservation_check
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
-from coordinator_tools.datasets import synthetic_values
+from coordinator_tools.dataprep.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor, to_tensor

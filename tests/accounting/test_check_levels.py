@@ -39,13 +39,13 @@ def test_the_api_and_the_console_carry_a_warning_as_a_warning(tmp_path: Path) ->
     topology = ring_topology(n=6)
     losses = fake_losses(topology)
     losses.paper_rdp[0, 1] = losses.paper_eps[0, 1] = 0.0
-    report = build_report(losses, planned_transcript(topology), checks=loss_checks(losses)).document
-    checks = Audit(tmp_path / "report.json", report).checks
+    built = build_report(losses, planned_transcript(topology), checks=loss_checks(losses))
+    checks = Audit(tmp_path / "report.json", built.document).checks
     undercount = checks.set_index("name").loc[UNDERCOUNT_CHECK]
     assert (undercount["level"], bool(undercount["ok"])) == ("warning", True)
     assert list(checks.columns) == ["name", "level", "ok", "detail"]
     console = Console(record=True, width=400)
-    print_summary(report, tmp_path / "index.html", console)
+    print_summary(built, tmp_path / "index.html", console)
     shown = console.export_text()
     assert (f"⚠ warning {UNDERCOUNT_CHECK}: the paper's bound undercounts 12 of 30 pairs (by an unbounded factor"
             in shown)

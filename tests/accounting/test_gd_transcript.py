@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.protocols.muffliato_gd.clip import CLIP_CHECK
 from coordinator_tools.audit.protocols.muffliato_gd.trajectories import replay_steps
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir
 from coordinator_tools.cluster.virtual import run_virtual
 from coordinator_tools.topology.build import build_topology

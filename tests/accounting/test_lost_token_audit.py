@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.token_sum import CHAIN_CHECK
 from coordinator_tools.audit.protocols.token_sum.trajectories import check_trajectories
-from coordinator_tools.audit.replay import Replay, replay_run
+from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2

@@ -27,7 +27,7 @@ from coordinator_tools.audit.protocols.personalized_cd.accountant import laplace
 from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from netdp.v1 import viewlog_pb2
 from node.budget import theorem1_epsilon
 from node.codec import from_tensor

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.audit.trajectories import TrajectoryCheck
 from coordinator_tools.cluster.command import _steps_per_node
 from coordinator_tools.cluster.launch import LaunchOptions, logged_rounds, node_log_dir
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor, to_tensor
 from node.protocols.personalized_cd import MODEL, PersonalizedCDParams

@@ -17,8 +17,8 @@ import math
 import pytest
 
 from coordinator_tools.cli import main
-from coordinator_tools.personalized_task import INFO_FILE
-from coordinator_tools.recommendation_task import RecommendationInfo
+from coordinator_tools.dataprep.personalized_task import INFO_FILE
+from coordinator_tools.dataprep.recommendation_task import RecommendationInfo
 from node.schema import load_model
 
 UPDATES, EPSILON = 10, 5.0

@@ -14,11 +14,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
 from coordinator_tools.audit.protocols.muffliato.accountant import account
 from coordinator_tools.audit.protocols.muffliato.trajectories import check_trajectories
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.protocols.muffliato import MuffliatoParams

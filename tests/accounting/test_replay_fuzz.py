@@ -23,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from coordinator_tools.audit.replay import Finding, Replay, replay_run
+from coordinator_tools.audit.protocols.base import Replay
+from coordinator_tools.audit.records import Finding
+from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from node.errors import NetdpError
 from node.viewlog import VIEW_LOG_NAME

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_tools.audit.checks import replay_checks
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
-from coordinator_tools.audit.replay import Finding, Replay, replay_run
+from coordinator_tools.audit.records import Finding
+from coordinator_tools.audit.replay import replay_run
+from coordinator_tools.audit.replay_checks import replay_checks
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError
 from node.viewlog import VIEW_LOG_NAME, encode_record

@@ -15,7 +15,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import planned_trans
 from coordinator_tools.audit.records import PrivateSection
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
-from coordinator_tools.datasets import synthetic_values
+from coordinator_tools.dataprep.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from node.codec import to_tensor
 from node.noise import SimulationSampler

@@ -23,7 +23,7 @@ from coordinator_tools.audit.protocols import muffliato
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
-from coordinator_tools.datasets import write_node_files
+from coordinator_tools.dataprep.datasets import write_node_files
 from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError, LogFormatError
 from node.viewlog import read_log

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from pydantic import ValidationError
 
 from coordinator_tools.audit import report as report_module
 from coordinator_tools.audit.attack import resolution_limit
@@ -28,6 +29,7 @@ from coordinator_tools.audit.losses import PairColumn, PairwiseLosses
 from coordinator_tools.audit.pairs_file import PAIR_COLUMNS, PairTable, pair_matrix, read_pairs, write_pairs
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.report import Report, build_report, write_report
+from coordinator_tools.audit.report_schema import AuditReport, dump_report, load_report
 from tests.accounting.simulated_run import fake_losses, ring_topology
 
 TOPOLOGY = ring_topology(n=6)
@@ -397,3 +399,19 @@ def test_a_large_report_lists_its_worst_pairs_and_says_so(monkeypatch: pytest.Mo
     worst = [p["exact"]["eps_upper"] for p in listed]
     assert worst == sorted(worst, reverse=True)
     assert worst[0] == np.max(losses.exact_eps_upper[~np.eye(N, dtype=bool)])
+
+
+def test_a_written_report_reads_back_into_the_model(tmp_path: Path) -> None:
+    losses = fake_losses(TOPOLOGY, attacked=((0, 1), (2, 5)))
+    report = report_for(losses, checks=[Check("c", True, "d")], sampler_kinds={v: "secure" for v in range(N)},
+                        extra={"replay": {"x": 1}, "own_block": {"a": [1, 2]}})
+    json_path, *_ = write_report(report, tmp_path)
+    loaded = load_report(json_path)
+    assert loaded.summary.sampler is not None and loaded.summary.sampler.nodes_by_kind == {"secure": list(range(N))}
+    assert loaded.pairs_file.rows == N * (N - 1) and loaded.checks[0].level == "pass"
+    assert loaded.model_extra == {"own_block": {"a": [1, 2]}}  # a plug-in's block passes through
+    assert dump_report(loaded) == strict_json(json_path)
+    with pytest.raises(ValueError, match="would overwrite the schema's own"):
+        report_for(losses, extra={"assumptions": {}})
+    with pytest.raises(ValidationError, match="pairs_listed"):
+        AuditReport.model_validate({**strict_json(json_path), "pairs_listed": {"count": 1}})

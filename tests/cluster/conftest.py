@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from coordinator_tools.cluster.ports import free_loopback_ports
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.protocols.muffliato import MuffliatoParams

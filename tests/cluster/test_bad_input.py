@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, prepare_rundir, start_node_process
-from coordinator_tools.datasets import node_data_file
 from netdp.v1 import peer_pb2
+from node.data import node_data_file
 from tests.cluster.node_probe import gossip, gossip_chunks, stop_processes, view_log, wait_until_serving
 
 pytestmark = pytest.mark.cluster

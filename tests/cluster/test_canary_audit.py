@@ -23,7 +23,7 @@ from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.breaks import Breaks

@@ -21,7 +21,7 @@ from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.launch import RUN_SUMMARY_FILE, STDERR_FILE, LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.host import ESTIMATE_FILE

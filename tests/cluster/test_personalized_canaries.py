@@ -17,7 +17,7 @@ import pytest
 
 from coordinator_tools.cli import main
 from coordinator_tools.cluster.demo_protocols import loopback_addresses
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, save_topology
 

@@ -37,8 +37,7 @@ from coordinator_tools.cluster.launch import (
     node_log_dir,
     run_cluster,
 )
-from coordinator_tools.datasets import node_data_file
-from coordinator_tools.personalized_task import (
+from coordinator_tools.dataprep.personalized_task import (
     AgentTasks,
     generate_task,
     load_test_sets,
@@ -47,6 +46,7 @@ from coordinator_tools.personalized_task import (
 )
 from node.budget import within
 from node.codec import from_tensor
+from node.data import node_data_file
 from node.personalized import objective
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, Topology, save_topology

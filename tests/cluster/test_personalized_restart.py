@@ -19,10 +19,10 @@ import pytest
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, node_command, node_log_dir, run_cluster
-from coordinator_tools.datasets import node_data_file
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from node.agent_budget import BudgetRequest
 from node.budget import within
+from node.data import node_data_file
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, save_topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log

@@ -17,9 +17,9 @@ from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
-from coordinator_tools.personalized_task import task_topology, write_task
-from coordinator_tools.ratings import SHIPPED_RATINGS, read_ratings
-from coordinator_tools.recommendation_task import make_task
+from coordinator_tools.dataprep.personalized_task import task_topology, write_task
+from coordinator_tools.dataprep.ratings import SHIPPED_RATINGS, read_ratings
+from coordinator_tools.dataprep.recommendation_task import make_task
 from node.protocols.personalized_cd import PersonalizedCDParams
 from node.topology import NetworkParams, save_topology
 

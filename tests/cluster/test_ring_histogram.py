@@ -12,7 +12,7 @@ import pytest
 
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
-from coordinator_tools.datasets import synthetic_categories, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_categories, write_node_files
 from node.codec import from_tensor
 from node.protocols.ring_histogram import INIT_PURPOSE, RR_PURPOSE, RingHistogramParams, debiased
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log

@@ -35,10 +35,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from coordinator_tools import cli
 from coordinator_tools.certs import CA_KEY_FILE
 from coordinator_tools.cluster.launch import LaunchOptions, prepare_rundir, start_node_process
-from coordinator_tools.datasets import node_data_file
 from netdp.v1 import viewlog_pb2
 from node import healthcheck
 from node.codec import from_tensor
+from node.data import node_data_file
 from node.security import CA_FILE, CERT_FILE, KEY_FILE, channel_credentials, channel_options, load_tls
 from node.topology import Topology
 from tests.cluster.conftest import MakeClusterFiles

@@ -18,7 +18,7 @@ import pytest
 from coordinator_tools.cli import main
 from coordinator_tools.cluster.launch import LaunchOptions, node_log_dir, run_cluster
 from coordinator_tools.cluster.virtual import run_virtual, virtual_network
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2

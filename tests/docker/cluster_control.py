@@ -33,9 +33,8 @@ import pytest
 from coordinator_tools.cli import main as netdp
 from coordinator_tools.cluster.launch import node_log_dir
 from coordinator_tools.compose import COMPOSE_FILE, NETWORK, RUN_DIR, services
-from coordinator_tools.datasets import node_data_file
 from node.codec import from_tensor
-from node.data import load_vector
+from node.data import load_vector, node_data_file
 from node.errors import LogFormatError
 from node.host import ESTIMATE_FILE
 from node.topology import NetworkParams, Topology, load_topology

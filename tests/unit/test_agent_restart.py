@@ -26,8 +26,8 @@ from coordinator_tools.audit.protocols.personalized_cd import PersonalizedCDAudi
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
-from coordinator_tools.datasets import synthetic_values, write_node_files
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2

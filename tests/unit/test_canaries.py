@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.cluster.launch import with_canaries
-from coordinator_tools.datasets import synthetic_values
+from coordinator_tools.dataprep.datasets import synthetic_values
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.breaks import LEAK, Breaks

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ipaddress
 import stat
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import networkx as nx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -23,9 +25,13 @@ from cryptography.x509.oid import NameOID
 from coordinator_tools.certs import CA_KEY_FILE, write_cluster_certs
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from netdp.v1 import peer_pb2, viewlog_pb2
 from node.errors import ConfigError
 from node.idset import format_ids
+from node.journal import Journal
 from node.protocols.muffliato import MuffliatoParams
+from node.receiver import Receiver
+from node.refusal import Refusal
 from node.security import (
     _identity,
     channel_credentials,
@@ -38,6 +44,8 @@ from node.security import (
     server_credentials,
 )
 from node.topology import Topology
+from node.transport.routing import HostedReceivers
+from node.viewlog import VIEW_LOG_NAME, read_log
 
 ADDRESSES = ["127.0.0.1:7000", "alpha.example.org:7001", "10.1.2.3:7002"]
 WHO_AM_I = "/netdp.test.Identity/WhoAmI"
@@ -332,3 +340,23 @@ async def test_a_process_certificate_proves_every_id_it_names_and_no_other(cohos
 
 async def test_plain_text_peer_has_no_identity(plain_server: IdentityServer):
     assert await ask(plain_server.port, None) == b"None"
+
+
+async def test_a_certificate_naming_the_whole_32_bit_range_is_read_and_refused_in_milliseconds(tmp_path):
+    """The names are read as ranges, never listed id by id; a range beyond the topology's n is refused whole."""
+    started = time.perf_counter()
+    ids = _identity((b"netdp-nodes-0-4294967295", b"netdp-node-7"))
+    assert ids is not None and len(ids) == 2**32 and 4294967295 in ids and 2**32 not in ids
+    topology = build_topology(nx.cycle_graph(4), graph_name="ring", run_id="range-test",
+                              protocol=MuffliatoParams(sigma=0.0, sensitivity=1.0, alpha=2.0, rounds=1, dimension=1))
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="range-test", node_id=0))
+    hosted = HostedReceivers({0: Receiver(topology, 0, journal)}, authenticated=True)
+    envelope = peer_pb2.Envelope(run_id="range-test", protocol="muffliato", sender=1, shape=[1])
+    with pytest.raises(Refusal) as refused:
+        await hosted.admit(envelope, ids)
+    elapsed = time.perf_counter() - started
+    journal.close()
+    assert refused.value.code == "PERMISSION_DENIED" and "beyond this topology's 4 nodes" in refused.value.detail
+    assert elapsed < 0.05, elapsed
+    assert [r.status_code for r in read_log(tmp_path / VIEW_LOG_NAME).of_kind("rejected")] == [
+        "PERMISSION_DENIED"]

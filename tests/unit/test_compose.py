@@ -17,7 +17,7 @@ import pytest
 from coordinator_tools import compose
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.compose import containerized, write_compose
-from coordinator_tools.datasets import synthetic_values, write_node_files
+from coordinator_tools.dataprep.datasets import synthetic_values, write_node_files
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node import cli as node_cli

@@ -19,10 +19,10 @@ import pytest
 from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.cluster.demo_protocols import MUFFLIATO_GD
-from coordinator_tools.datasets import node_data_file
-from coordinator_tools.learning_data import load_test_set
+from coordinator_tools.dataprep.learning_data import load_test_set
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
+from node.data import node_data_file
 from node.errors import ConfigError
 from node.learning import load_local_data
 from node.noise import SimulationSampler

@@ -144,7 +144,7 @@ def test_in_process_exchanges_conserve_the_sum_exactly(tmp_path):
 
 RING = build_topology(nx.cycle_graph(3), graph_name="ring", run_id="r", protocol=MuffliatoAsyncParams(
     sigma=0.0, sensitivity=100.0, alpha=2.0, dimension=2, exchanges=1))
-Send = Callable[[int, Message], Awaitable[object]]
+Send = Callable[..., Awaitable[object]]
 
 
 @pytest.fixture
@@ -156,9 +156,10 @@ def served(tmp_path: Path) -> Iterator[tuple[ExchangeDesk, Send]]:
     desk = context.exchange_desk(average, timeout_s=5.0)  # in doubt for 10 s: the tests decide first
     desk.open(np.array([2.0, 4.0]))
 
-    async def send(sender: int, message: Message) -> object:
+    async def send(sender: int, message: Message, *, call: bool | None = None) -> object:
+        """As the Outbox sends it: a proposal as a call, a decision one-way (unless `call` says otherwise)."""
         envelope, data = to_wire(message, run_id="r", protocol=RING.protocol.name, sender=sender, receiver=1)
-        return await receiver.accept(envelope, data, None)
+        return await receiver.accept(envelope, data, None, call=message.kind == PROPOSE if call is None else call)
 
     yield desk, send
     journal.close()
@@ -299,3 +300,26 @@ async def test_a_reply_the_outbox_refuses_is_logged_with_its_value(tmp_path, cla
     assert refused.value.code == "INVALID_ARGUMENT"
     assert refusals(tmp_path) == [(0, ACCEPT, 1, "1-1", "INVALID_ARGUMENT", value[:2].tolist(),
                                    sha256_of(*value))]
+
+
+async def test_a_proposal_that_comes_one_way_is_refused_and_the_desk_stays_open(served, tmp_path):
+    """Its acceptance would reach nobody: accepting it would hold the desk in doubt for every genuine proposal."""
+    desk, send = served
+    with pytest.raises(Refusal) as refused:
+        await send(0, proposal(0, 1), call=False)
+    assert refused.value.code == "INVALID_ARGUMENT" and "only as a call" in refused.value.detail
+    envelope, data = await send(2, proposal(2, 1))
+    assert (envelope.kind, envelope.exchange_id, data) == (ACCEPT, "2-1", np.array([2.0, 4.0]).tobytes())
+    assert refusals(tmp_path) == [(0, PROPOSE, 1, "0-1", "INVALID_ARGUMENT", None, b"")]
+
+
+async def test_a_neighbour_cannot_claim_another_initiators_exchange_id(served, tmp_path):
+    """An exchange id is `<initiator>-<sequence>`, checked against the sender: node 2 cannot take node 0's id."""
+    desk, send = served
+    with pytest.raises(Refusal) as refused:
+        await send(2, Message(PROPOSE, MessageId(sequence=1, exchange_id="0-1")))
+    assert refused.value.code == "INVALID_ARGUMENT"
+    envelope, _ = await send(0, proposal(0, 1))
+    assert (envelope.kind, envelope.exchange_id) == (ACCEPT, "0-1")
+    await send(0, commit(1, "0-1", 0.0, 0.0))
+    assert desk.value.tolist() == [1.0, 2.0]

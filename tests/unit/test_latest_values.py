@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from coordinator_tools.personalized_task import generate_task, task_topology
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor

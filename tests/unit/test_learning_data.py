@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator_tools import learning_data as ld
 from coordinator_tools.cli import main
+from coordinator_tools.dataprep import learning_data as ld
 from node.data import load_learning_data
 from node.errors import ConfigError
 

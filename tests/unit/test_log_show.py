@@ -187,3 +187,23 @@ def test_unusable_paths_are_one_line_errors(node_dir: Path, tmp_path: Path, caps
     (tmp_path / "junk.log").write_bytes(b"not a log at all")
     assert_one_line_error(*show(capsys, str(tmp_path / "junk.log"))[::2], "bad magic")
     assert_one_line_error(*show(capsys, str(node_dir / PRIVATE_LOG_NAME), "--private")[::2], "is a private log")
+
+
+def test_a_log_holding_megabyte_strings_lists_in_bounded_lines(tmp_path: Path, capsys) -> None:
+    """A log written before field lengths were bounded (or by another writer) may hold a peer's huge strings:
+    every listed line stays short, and the whole listing small, however many records there are."""
+    contents = read_log(write_node(tmp_path / "node-2") / VIEW_LOG_NAME)
+    assert contents.header is not None
+    hostile = viewlog_pb2.Record(rejected=viewlog_pb2.Rejected(
+        claimed_sender=1, status_code="INVALID_ARGUMENT", detail="d" * 400, kind="k" * (1 << 20),
+        token_id="t" * (1 << 19)))
+    copy = tmp_path / "hostile" / "node-2"
+    copy.mkdir(parents=True)
+    with ViewLogWriter(copy / VIEW_LOG_NAME, contents.header) as writer:
+        writer.append_many(list(contents.records[1:]) + [hostile] * 5)
+    code, out, err = show(capsys, str(copy))
+    assert code == 0 and err == ""
+    longest = max(len(line) for line in out.splitlines())
+    assert longest < 8 * (logview.MAX_CELL_CHARS + 40), longest
+    assert len(out) < 40_000, len(out)
+    assert "more characters)" in out

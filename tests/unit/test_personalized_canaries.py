@@ -21,7 +21,7 @@ from coordinator_tools.audit.empirical import planted_canaries
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
 from coordinator_tools.audit.records import MessageKey
 from coordinator_tools.audit.replay import read_canary_signs, replay_run
-from coordinator_tools.personalized_task import PersonalizedTask, generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import PersonalizedTask, generate_task, task_topology, write_task
 from node.breaks import Breaks
 from node.codec import from_tensor
 from node.noise import make_samplers

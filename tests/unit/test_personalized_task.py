@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from coordinator_tools.cli import main
-from coordinator_tools.learning_data import node_train_file
-from coordinator_tools.personalized_task import (
+from coordinator_tools.dataprep.learning_data import node_train_file
+from coordinator_tools.dataprep.personalized_task import (
     generate_task,
     load_task_info,
     load_test_sets,

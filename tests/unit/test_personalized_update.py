@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from coordinator_tools.audit.protocols.personalized_cd.simulate import simulate_cd
-from coordinator_tools.personalized_task import generate_task, similarity_weights, targets, task_topology
+from coordinator_tools.dataprep.personalized_task import generate_task, similarity_weights, targets, task_topology
 from node.learning import LocalData, example_gradients
 from node.personalized import AgentProblem, objective
 from node.protocols.personalized_cd import PersonalizedCDParams

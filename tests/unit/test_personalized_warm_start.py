@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from coordinator_tools.audit.protocols.personalized_cd.simulate import local_model
-from coordinator_tools.personalized_task import generate_task, task_topology
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology
 from netdp.v1 import viewlog_pb2
 from node.budget import equal_split, theorem1_epsilon
 from node.context import NodeNoise

@@ -17,16 +17,16 @@ from coordinator_tools.audit.protocols.personalized_cd.simulate import (
     simulate_cd,
 )
 from coordinator_tools.cli import main
-from coordinator_tools.learning_data import node_train_file
-from coordinator_tools.personalized_task import INFO_FILE, load_test_sets, task_topology
-from coordinator_tools.ratings import (
+from coordinator_tools.dataprep.learning_data import node_train_file
+from coordinator_tools.dataprep.personalized_task import INFO_FILE, load_test_sets, task_topology
+from coordinator_tools.dataprep.ratings import (
     SHIPPED_RATINGS,
     Ratings,
     read_ratings,
     synthetic_ratings,
     write_ratings,
 )
-from coordinator_tools.recommendation_task import (
+from coordinator_tools.dataprep.recommendation_task import (
     RecommendationInfo,
     als_features,
     knn_weights,

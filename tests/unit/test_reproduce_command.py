@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from pydantic import ValidationError
 
 from coordinator_tools.cli import main
 from coordinator_tools.reproduce import command, page
@@ -24,6 +25,7 @@ from coordinator_tools.reproduce.outcome import (
     Verdict,
 )
 from coordinator_tools.reproduce.registry import MODULES, reproductions
+from coordinator_tools.reproduce.result import ReproductionResult
 from node.errors import ConfigError
 
 
@@ -107,3 +109,15 @@ def test_all_lists_every_reproduction_with_its_verdict_findings_first(tmp_path: 
     assert html.index(finding["command"]) < html.index("id='holds'") < html.index("id='toy'")
     assert "breast_cancer" in html and "Thm 9" in html and "holds/x/audit/index.html" in html
     assert (tmp_path / "all" / "toy" / command.RESULT_FILE).exists()
+
+
+def test_a_result_reads_back_into_its_model_and_another_shape_is_refused(tmp_path: Path) -> None:
+    command.reproduce(TOY, tmp_path / "out", "quick", seed=5)
+    result = ReproductionResult.read(tmp_path / "out" / command.RESULT_FILE)
+    assert result.verdict == FINDING and result.rows[1].verdict == FINDING and result.rows[2].agrees is None
+    assert result.deviations[0].netdp == "breast_cancer" and result.statement_vs_proof[0].used == "proof"
+    assert command.ROW_FIELDS == ("quantity", "published", "measured", "unit", "ratio", "agrees", "rtol", "verdict",
+                                  "evidence", "note")
+    document = json.loads((tmp_path / "out" / command.RESULT_FILE).read_text())
+    with pytest.raises(ValidationError, match="measured"):
+        ReproductionResult.model_validate({**document, "rows": [{**document["rows"][0], "measured": "a lot"}]})

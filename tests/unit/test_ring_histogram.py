@@ -13,7 +13,7 @@ from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.token_sum.paper import paper_bound
 from coordinator_tools.audit.protocols.token_sum.run import planned_ring
 from coordinator_tools.cli import main
-from coordinator_tools.datasets import synthetic_categories
+from coordinator_tools.dataprep.datasets import synthetic_categories
 from node.errors import ConfigError
 from node.protocols.ring_histogram import (
     RingHistogramParams,

@@ -17,6 +17,7 @@ import asyncio
 import math
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -36,12 +37,15 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.topology.build import build_topology
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import pack
-from node.journal import Journal
+from node.idset import IdRanges
+from node.journal import MAX_LOGGED_FIELD_CHARS, Journal, bounded_text
 from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.message import GOSSIP as GOSSIP_KIND
+from node.message import MAX_FIELD_CHARS
 from node.protocols.muffliato import MuffliatoParams
 from node.receiver import Receiver
-from node.transport.grpc_server import start_server, stop_server
+from node.refusal import Refusal
+from node.transport.grpc_server import max_chunk_count, start_server, stop_server
 from node.viewlog import VIEW_LOG_NAME, read_log
 from tests.fuzz_builders import bit_sets, flip_bits
 
@@ -86,6 +90,8 @@ def envelope_verdict(envelope: peer_pb2.Envelope, identity: int | None) -> str |
     """The refusal code of an envelope on its own, in the order the node checks it; None if fine."""
     if identity is not None and identity != envelope.sender:  # the certificate first: it must name the sender
         return "PERMISSION_DENIED"
+    if any(len(getattr(envelope, name)) > limit for name, limit in MAX_FIELD_CHARS.items()):
+        return "INVALID_ARGUMENT"
     if envelope.run_id != RUN_ID or envelope.protocol != PROTOCOL:
         return "FAILED_PRECONDITION"
     if envelope.sender >= TOPOLOGY.n:
@@ -294,7 +300,7 @@ async def live_node(log_dir: Path, identity: int | None,
     await inbox.collect(0, 0.0, patience_s=0.0, fates=NeighbourFates())
     await inbox.deliver(next(v for v in NEIGHBOURS if v != identity), OPEN_ROUND, np.full(DIMENSION, 0.5))
     address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
-    certified = None if identity is None else frozenset({identity})
+    certified = None if identity is None else IdRanges.of({identity})
     server, health = await start_server({NODE: receiver}, address, credentials=None,
                                         authenticate=None if certified is None else lambda _context: certified,
                                         chunk_bytes=TOPOLOGY.network.chunk_bytes)
@@ -501,5 +507,92 @@ def test_a_call_cancelled_while_its_value_is_logged_still_stores_it(runner: asyn
                     await asyncio.sleep(0.02)
                 assert slot in stored_slots(inbox_state(node.inbox))
                 assert [r.WhichOneof("kind") for r in read_log(node.log_path).records[before:]] == ["received"]
+
+    runner.run(scenario())
+
+
+def test_a_refusal_of_megabyte_fields_grows_the_log_by_a_bounded_amount(runner: asyncio.Runner) -> None:
+    """A 3 MiB kind and a 0.5 MiB token id are refused on their length; the record keeps a prefix and a digest."""
+
+    async def scenario() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with live_node(Path(tmp), None) as node:
+                size = node.log_path.stat().st_size
+                stream = message(NEIGHBOURS[1], OPEN_ROUND, kind="k" * (3 << 20), token_id="t" * (1 << 19))
+                answer = await gossip(node, stream)
+                assert answer.code == grpc.StatusCode.INVALID_ARGUMENT and "kind" in answer.detail
+                assert node.log_path.stat().st_size - size < 2048
+                refused = read_log(node.log_path).records[-1].rejected
+                assert refused.kind.startswith("k" * MAX_LOGGED_FIELD_CHARS + "...sha256:")
+                assert refused.kind != bounded_text("k" * (3 << 20) + "x")  # the digest tells them apart
+                assert len(refused.token_id) <= MAX_LOGGED_FIELD_CHARS + 74
+                await assert_still_serving(node, None)
+
+    runner.run(scenario())
+
+
+def test_a_stream_of_empty_chunks_is_refused_after_the_chunk_limit(runner: asyncio.Runner) -> None:
+    """100 000 empty chunks: refused as soon as the stream passes the most chunks a message may have."""
+
+    async def scenario() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with live_node(Path(tmp), None) as node:
+                first = message(NEIGHBOURS[1], OPEN_ROUND, data=b"")
+                empty = peer_pb2.Chunk().SerializeToString()
+                started = time.perf_counter()
+                answer = await gossip(node, first + [empty] * 100_000)
+                elapsed = time.perf_counter() - started
+                assert answer.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "chunks" in answer.detail
+                assert elapsed < 3.0, elapsed
+                limit = max_chunk_count(PAYLOAD_BYTES, TOPOLOGY.network.chunk_bytes)
+                assert [(r.WhichOneof("kind"), r.rejected.detail) for r in read_log(node.log_path).records[-1:]] == [
+                    ("rejected", f"a message has at most {limit} chunks")]
+                await assert_still_serving(node, None)
+
+    runner.run(scenario())
+
+
+def hammer(address: str, stop: threading.Event) -> list[Answer]:
+    """Send valid and replayed values until `stop` is set or the server is gone; every answer, in order."""
+    answers: list[Answer] = []
+    index = 0
+    while not stop.is_set():
+        sender, round_index = NEIGHBOURS[index % len(NEIGHBOURS)], OPEN_ROUNDS[index // len(NEIGHBOURS) % 2]
+        answers.append(blocking_gossip(address, message(sender, round_index), 2.0, unary=index % 2 == 0))
+        if answers[-1].code == grpc.StatusCode.UNAVAILABLE and "stopped" not in answers[-1].detail:
+            break  # the server no longer listens
+        index += 1
+    return answers
+
+
+def test_messages_during_shutdown_are_answered_cleanly(runner: asyncio.Runner) -> None:
+    """The server stops accepting before the view log closes (as a node process shuts down), so a message
+    arriving meanwhile gets a clean status, never UNKNOWN with a local path; and a node whose log is closed
+    refuses whatever still reaches it with UNAVAILABLE, unread."""
+
+    async def scenario() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = Journal(Path(tmp) / "late", viewlog_pb2.RunHeader(run_id=RUN_ID, protocol=PROTOCOL))
+            receiver = Receiver(TOPOLOGY, NODE, journal)
+            inbox = RoundBarrier(lambda round_index: TOPOLOGY.neighbours[NODE], journal)
+            receiver.register(GOSSIP_KIND, inbox.handle, scheme="round", payload=True)
+            address = f"127.0.0.1:{free_loopback_ports(1)[0]}"
+            server, health = await start_server({NODE: receiver}, address, credentials=None, authenticate=None,
+                                                chunk_bytes=TOPOLOGY.network.chunk_bytes)
+            stop = threading.Event()
+            sending = asyncio.ensure_future(asyncio.to_thread(hammer, address, stop))
+            await asyncio.sleep(0.3)
+            await stop_server(server, health, 0.5)  # the order a node process shuts down in
+            journal.close()
+            stop.set()
+            answers = await sending
+            codes = {answer.code for answer in answers}
+            assert grpc.StatusCode.OK in codes and grpc.StatusCode.UNKNOWN not in codes, codes
+            assert not any(tmp in answer.detail for answer in answers)
+            assert read_log(Path(tmp) / "late" / VIEW_LOG_NAME).damage is None
+            with pytest.raises(Refusal) as refused:  # anything that still reaches the closed node: refused unread
+                envelope = peer_pb2.Chunk.FromString(message(NEIGHBOURS[0], OPEN_ROUND)[0]).envelope
+                await receiver.accept(envelope, pack(np.zeros(DIMENSION))[0], None)
+            assert refused.value.code == "UNAVAILABLE" and tmp not in refused.value.detail
 
     runner.run(scenario())

@@ -12,17 +12,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
+from pydantic import ValidationError
 
 from coordinator_tools.sweep import command, figures
 from coordinator_tools.sweep.grid import Point, SweepGrid, expand, grid_from
-from coordinator_tools.sweep.point import COLUMNS
+from coordinator_tools.sweep.rows import COLUMNS, SweepDocument, SweepRow
 from coordinator_tools.sweep.state import (
     CSV_FILE,
     ROW_FILE,
     SWEEP_FILE,
     check_folder,
     point_folder,
+    read_row,
     write_csv,
+    write_row,
 )
 from node.errors import ConfigError, NetdpError
 
@@ -136,3 +139,19 @@ def test_a_grid_of_both_metrics_draws_one_panel_each(tmp_path: Path) -> None:
     assert [path.name for path in written] == [figures.MEAN_FIGURE, figures.WORST_FIGURE]
     assert all(plt.imread(path).shape[1] == 2 * 7 * 120 for path in written)  # two 7-inch panels at 120 dpi
     assert figures.utility_figures([], tmp_path) == []
+
+
+def test_rows_and_sweep_json_are_checked_against_their_models(tmp_path: Path, stub: StubRuns) -> None:
+    out = tmp_path / "sweep"
+    command.run_sweep(GRID, out)
+    point = expand(GRID)[0]
+    row = read_row(out, point.id)
+    assert isinstance(row, SweepRow) and row.point == point.id and row.sigma == 0.5 and row.checks_ok is True
+    document = SweepDocument.model_validate_json((out / SWEEP_FILE).read_text())
+    assert document.grid == GRID and [entry.status for entry in document.points] == ["done"] * 3
+    assert "error" not in json.loads((out / SWEEP_FILE).read_text())["points"][0]
+    broken = {**stub(expand(GRID)[1], GRID, tmp_path / "other"), "checks_ok": "maybe"}
+    broken.pop("alpha")
+    with pytest.raises(ValidationError, match="alpha"):
+        write_row(out, "x", broken)
+    assert read_row(out, "x") is None

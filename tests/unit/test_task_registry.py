@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from coordinator_tools import learning_data
+from coordinator_tools.dataprep import learning_data
 from node import registration
 from node.data import load_learning_data
 from node.errors import ConfigError

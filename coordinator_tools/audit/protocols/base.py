@@ -1,55 +1,34 @@
-"""What every protocol's auditor provides, and what its realized run answers.
+"""What every protocol's auditor provides, and the replay it is handed.
 
-The replay is protocol-neutral (read, verify, cross-check by MessageId); everything that
-depends on what the messages mean lives behind `ProtocolAuditor`: which records are valid,
-how the realized transcript is rebuilt, how it is accounted and checked, and how a run is
-planned. Adding a protocol is one subclass in its own module, listed in the registry
-(`coordinator_tools.audit.protocols`).
+The replay (`replay.replay_run`) is protocol-neutral (read, verify, cross-check by MessageId);
+everything that depends on what the messages mean lives behind `ProtocolAuditor`: which records
+are valid, how the realized transcript is rebuilt, how it is accounted and checked, and how a run
+is planned. Adding a protocol is one subclass in its own module, listed in the registry
+(`coordinator_tools.audit.protocols`). The replay's result, a `Replay`, holds the auditor that
+rebuilt it and is what the auditor's checks read, so the two types are defined here together.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, Unpack
+from typing import Any, ClassVar, Generic, Unpack
+
+import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.records import Finding, NodeLog
+from coordinator_tools.audit.realized import RunT
+from coordinator_tools.audit.records import Finding, NodeLog, PrivateSection
 from netdp.v1 import viewlog_pb2
+from node.codec import from_tensor
 from node.errors import ConfigError
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
-
-
-class RealizedRun(Protocol):
-    """A protocol's transcript of what really happened (or was planned): what reports read."""
-
-    @property
-    def protocol(self) -> str: ...
-
-    @property
-    def topology(self) -> Topology: ...
-
-    @property
-    def n(self) -> int: ...
-
-    def run_section(self) -> dict[str, object]:
-        """The report's `run` object: `run_header`'s keys, then the protocol's own."""
-        ...
-
-    def node_summary(self, node: int) -> dict[str, object]:
-        """Protocol facts about one node for the replay's per-node summary."""
-        ...
-
-
-RunT = TypeVar("RunT", bound=RealizedRun)  # the realized run an auditor rebuilds and accounts
 
 
 def run_header(topology: Topology) -> dict[str, object]:
@@ -154,3 +133,63 @@ def gradient_bound(topology: Topology) -> float | None:
     regulariser's λθ (added after clipping, data-free) is part of the logged gradient."""
     params = topology.protocol
     return params.clip if params.regularization == 0.0 else None
+
+
+@dataclass(frozen=True)
+class Replay(Generic[RunT]):
+    """Everything the auditor learned from a run directory (`RunT`: what its auditor rebuilds)."""
+
+    rundir: Path
+    topology: Topology
+    auditor: ProtocolAuditor[RunT]
+    logs: Mapping[int, NodeLog]
+    realized: RunT  # the auditor's transcript: a Transcript, an ExchangeSchedule, ...
+    node_problems: tuple[Finding, ...]  # about one node's log: missing, damaged, foreign, odd records
+    consistency: tuple[Finding, ...]  # between logs, and inferences made to fill gaps
+    private: PrivateSection | None = None
+    data_dir: Path | None = None  # the run's data folder, given in test mode: learning auditors recompute from it
+    payloads_stripped: bool = False  # the view logs are structure-only copies: no payload, no output value
+
+    @property
+    def sampler_kinds(self) -> dict[int, str]:
+        return {node: log.sampler_kind for node, log in self.logs.items()}
+
+    @property
+    def final_outputs(self) -> dict[int, np.ndarray]:
+        """Every logged output value (none in structure-only logs)."""
+        if self.payloads_stripped:
+            return {}
+        return {node: from_tensor(log.final_output.value) for node, log in self.logs.items() if log.final_output}
+
+    @property
+    def final_estimates(self) -> dict[int, np.ndarray]:
+        """Every logged output's data coordinates: what the run computed, without an audit run's canaries."""
+        dimension = self.topology.protocol.dimension
+        return {node: value[:dimension] for node, value in self.final_outputs.items()}
+
+    @property
+    def effective_sensitivity(self) -> float:
+        """The largest sensitivity any node's sampler asks for, and never below the published one."""
+        declared = [log.effective_sensitivity for log in self.logs.values()]
+        return max([self.topology.protocol.sensitivity, *(s for s in declared if s is not None)])
+
+    def to_json(self) -> dict[str, object]:
+        """The replay's findings for the report (payloads and private values stay out)."""
+        return {
+            "rundir": str(self.rundir),
+            "protocol": self.auditor.name,
+            "nodes": [self._node_json(node) for node in range(self.topology.n)],
+            "node_problems": [finding.to_json() for finding in self.node_problems],
+            "consistency": [finding.to_json() for finding in self.consistency],
+            "private_logs_read": self.private is not None,
+        }
+
+    def _node_json(self, node: int) -> dict[str, object]:
+        log = self.logs.get(node)
+        return {
+            "node": node,
+            "log": "unusable" if log is None else "intact" if log.intact else "damaged",
+            **self.realized.node_summary(node),
+            "rejected_messages": None if log is None else log.rejected,
+            "sampler_kind": None if log is None else log.sampler_kind,
+        }

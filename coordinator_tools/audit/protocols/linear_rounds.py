@@ -20,7 +20,7 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Unpack
+from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.exact import ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
-from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript, round_record_problem
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript, planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
@@ -41,9 +41,6 @@ from node.codec import from_tensor
 from node.errors import ConfigError
 from node.message import GOSSIP
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 NO_PAPER_BOUND = "paper: this protocol states no closed form (its paper columns are empty)"
 PAYLOAD_CHECK = "every logged value is its declared linear combination of inputs and draws"

@@ -9,10 +9,10 @@ noisy gradient step (`recompute_trajectories`'s `open_step`), and compares them 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.trajectories import (
     TRAJECTORY_RTOL,
@@ -22,10 +22,6 @@ from coordinator_tools.audit.trajectories import (
 )
 from node.mixing import accelerated_step
 from node.protocols.muffliato import NOISE_PURPOSE
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
-
 
 StepOpening = Callable[[int, int, np.ndarray], np.ndarray | None]
 """(node, step, its model after the step before) -> the value its step's first round sends; None: it opened no

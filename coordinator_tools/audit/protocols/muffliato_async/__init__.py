@@ -11,14 +11,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.protocols.muffliato_async.accountant import account, canary_model
 from coordinator_tools.audit.protocols.muffliato_async.rebuild import rebuild_schedule
 from coordinator_tools.audit.protocols.muffliato_async.records import record_problem
@@ -34,9 +34,6 @@ from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.protocols.muffliato_async import NOISE_PURPOSE, PROTOCOL_NAME
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 
 class MuffliatoAsyncAuditor(ProtocolAuditor[ExchangeSchedule]):

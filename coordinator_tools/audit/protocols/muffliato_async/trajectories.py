@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from coordinator_tools.audit.checks import Check
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato_async.records import VALUE_KINDS
 from coordinator_tools.audit.protocols.muffliato_async.schedule import ExchangeSchedule, walk
 from coordinator_tools.audit.records import carries_value
@@ -25,9 +25,6 @@ from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.mailboxes.exchange_desk import ACCEPT
 from node.protocols.muffliato_async import NOISE_PURPOSE
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 Slot = tuple[int, str]  # (node, exchange id)
 CONSERVATION_CHECK = "committed exchanges conserve the sum of values"

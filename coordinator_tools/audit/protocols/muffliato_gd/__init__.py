@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, planned_transcript
@@ -43,9 +44,6 @@ from netdp.v1 import viewlog_pb2
 from node.errors import ConfigError
 from node.protocols.muffliato_gd import NOISE_PURPOSE, PROTOCOL_NAME
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 # What a target is met by: the exact column, a proven bound, never the linearized value.
 CALIBRATED_COLUMN = ("exact, the proven bound (reachable-step composition under the assumptions the report states), "

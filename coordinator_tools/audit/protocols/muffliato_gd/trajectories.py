@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato.trajectories import (
     compare_with_logs,
     inputs_needed,
@@ -35,9 +35,6 @@ from coordinator_tools.audit.trajectories import (
 )
 from node.codec import from_tensor
 from node.protocols.muffliato_gd import NOISE_PURPOSE
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from coordinator_tools.audit.records import NodeLog
-from coordinator_tools.datasets import node_data_file
 from node import data as node_data
 from node.codec import from_tensor
+from node.data import node_data_file
 from node.learning import LocalData, clipped_gradient, metric
 from node.protocols.muffliato_gd import MuffliatoGDParams
 from node.tasks.registry import task_spec

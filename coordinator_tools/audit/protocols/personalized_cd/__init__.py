@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.protocols.personalized_cd.accountant import account, pld_epsilon
 from coordinator_tools.audit.protocols.personalized_cd.canary_model import agent_sizes, canary_model
 from coordinator_tools.audit.protocols.personalized_cd.replay_check import check_updates
@@ -48,9 +48,6 @@ from node.protocols.personalized_cd import (
     PersonalizedCDParams,
 )
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 BUDGET_CHECK = "no agent spent beyond its budget"
 UNPAID = frozenset({"release_without_budget", "budget_out_of_order"})

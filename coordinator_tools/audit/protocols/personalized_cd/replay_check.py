@@ -43,10 +43,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.personalized_cd.utility import agent_problems
 from coordinator_tools.audit.records import Finding, MessageKey, NodeLog
 from coordinator_tools.audit.trajectories import (
@@ -60,9 +60,6 @@ from node.canaries import Canaries
 from node.codec import from_tensor
 from node.personalized import AgentProblem
 from node.protocols.personalized_cd import NOISE_PURPOSE, WARM_START_PURPOSE, PersonalizedCDParams
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from coordinator_tools.audit.protocols.personalized_cd.simulate import accuracies, local_model, simulate_cd
-from coordinator_tools.datasets import node_data_file
-from coordinator_tools.personalized_task import load_test_sets
+from coordinator_tools.dataprep.personalized_task import load_test_sets
 from node.budget import equal_split
+from node.data import node_data_file
 from node.personalized import AgentProblem
 from node.protocols.personalized_cd import PersonalizedCDParams, load_agent_data
 from node.tasks.registry import task_spec

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check
 from coordinator_tools.audit.losses import PairwiseLosses
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.protocols.base import gradient_bound
+from coordinator_tools.audit.protocols.base import Replay, gradient_bound
 from coordinator_tools.audit.protocols.rw_sgd import theory
 from coordinator_tools.audit.protocols.rw_sgd.accountant import account, theorem3_matrix
 from coordinator_tools.audit.protocols.rw_sgd.plan import plan_walk
@@ -34,9 +34,6 @@ from coordinator_tools.audit.protocols.token_sum.run import TokenRun
 from netdp.v1 import viewlog_pb2
 from node.protocols import rw_sgd
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 CAP_CHECK = "contribution cap holds in every private log"
 

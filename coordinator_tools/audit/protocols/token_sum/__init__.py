@@ -14,14 +14,14 @@ complete-graph walk (Alg. 3).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions
-from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.protocols.token_sum.accountant import account, bound_of
 from coordinator_tools.audit.protocols.token_sum.histogram import account_histogram, not_computed
 from coordinator_tools.audit.protocols.token_sum.history import CHAIN_FINDINGS
@@ -42,9 +42,6 @@ from coordinator_tools.audit.report import json_number
 from netdp.v1 import viewlog_pb2
 from node.protocols import ring_histogram, ring_sum, walk_sum
 from node.topology import Topology
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 CHAIN_CHECK = "token history is one unbroken chain"
 

@@ -17,10 +17,10 @@ else, or a logged value past the last one computed, fails the check.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.token_sum.rebuild import value_prefix
 from coordinator_tools.audit.protocols.token_sum.records import rules_for
 from coordinator_tools.audit.protocols.token_sum.run import TokenRun, planned_contributions
@@ -29,9 +29,6 @@ from coordinator_tools.audit.trajectories import TRAJECTORY_RTOL, PayloadCompari
 from node.codec import from_tensor
 from node.protocols.ring_histogram import INIT_PURPOSE
 from node.protocols.token_sum import NOISE_PURPOSE
-
-if TYPE_CHECKING:
-    from coordinator_tools.audit.replay import Replay
 
 
 def prefix_values(run: TokenRun, private: PrivateSection, comparison: PayloadComparison,

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import secrets
 from pathlib import Path
 
 import numpy as np
 
 from node.data import NODE_FILE_PATTERN, save_vector
-from node.data import node_data_file as node_data_file  # re-exported for the tools
 from node.errors import ConfigError
-from node.topology import Topology, load_topology
+from node.topology import Topology
 
 SEED_BITS = 31
 
@@ -74,41 +72,3 @@ def output_folder(out: Path, *, force: bool) -> Path:
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(f"{out} is not empty; pass --force to overwrite its data files")
     return out
-
-
-def _generate_command(args: argparse.Namespace) -> int:
-    topology = load_topology(args.topology)
-    seed = chosen_seed(args.seed)
-    try:
-        values = synthetic_data(topology, seed)
-    except ConfigError as exc:
-        raise ConfigError(f"{args.topology}: {exc}") from None
-    out = output_folder(args.out, force=args.force)
-    write_node_files(values, out)
-    params = topology.protocol
-    what = f" (one category in 0..{params.categories - 1} each)" if params.name == "ring-histogram" else ""
-    print(f"wrote {topology.n} data files{what} to {out} (seed {seed}; pass --seed {seed} to make them again)")
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    data = subparsers.add_parser("data", help="make per-node data files")
-    data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    generate = data_sub.add_parser("generate", help="synthetic vectors for averaging (categories for ring-histogram), "
-                                   "one file per node")
-    generate.add_argument("topology", type=Path, help="topology file (gives n, dimension and sensitivity)")
-    generate.add_argument("--out", type=Path, required=True, help="new or empty folder for node-<id>.json files")
-    generate.add_argument("--seed", type=int, default=None,
-                          help="seed of the synthetic generator (default: a fresh one, printed)")
-    generate.add_argument("--force", action="store_true", help="write into a folder that already holds files")
-    generate.set_defaults(handler=_generate_command)
-    # learning_data imports this module's names: importing it at the top would be circular
-    from coordinator_tools.learning_data import register_split
-    from coordinator_tools.personalized_task import register_task
-    from coordinator_tools.ratings import register_ratings
-    from coordinator_tools.recommendation_task import register_recommendation
-
-    register_split(data_sub)
-    register_task(data_sub)
-    register_recommendation(data_sub)
-    register_ratings(data_sub)

@@ -32,8 +32,8 @@ import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coordinator_tools.datasets import chosen_seed, output_folder
-from coordinator_tools.learning_data import node_train_file
+from coordinator_tools.dataprep.datasets import chosen_seed, output_folder
+from coordinator_tools.dataprep.learning_data import node_train_file
 from coordinator_tools.topology.build import build_topology
 from node import data as node_data
 from node.errors import ConfigError

@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn import datasets as sklearn_datasets
 
-from coordinator_tools.datasets import NODE_FILE_PATTERN, chosen_seed, output_folder
+from coordinator_tools.dataprep.datasets import NODE_FILE_PATTERN, chosen_seed, output_folder
 from node.data import SUPPORTED_SUFFIXES, load_learning_data
 from node.errors import ConfigError
 from node.schema import load_model, save_model

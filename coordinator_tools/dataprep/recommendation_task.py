@@ -1,6 +1,6 @@
 """The AISTATS 2018 recommendation task (Sec. 5.2, supplementary D.2): every user an agent, rating movies.
 
-From ratings in MovieLens `u.data` format (`coordinator_tools.ratings`: a user's MovieLens-100K,
+From ratings in MovieLens `u.data` format (`coordinator_tools.dataprep.ratings`: a user's MovieLens-100K,
 or the shipped synthetic set), as the paper does:
 * every user is an agent (the first `users` user ids, in id order: agent i is `user_ids[i]`); its
   ratings are split at random, 80% for training and 20% (at least one) for testing;
@@ -31,15 +31,15 @@ import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from coordinator_tools.datasets import chosen_seed, output_folder
-from coordinator_tools.personalized_task import (
+from coordinator_tools.dataprep.datasets import chosen_seed, output_folder
+from coordinator_tools.dataprep.personalized_task import (
     EDGES_FILE,
     INFO_FILE,
     TEST_FILE,
     AgentTasks,
     write_task,
 )
-from coordinator_tools.ratings import SHIPPED_RATINGS, Ratings, read_ratings
+from coordinator_tools.dataprep.ratings import SHIPPED_RATINGS, Ratings, read_ratings
 from node.errors import ConfigError
 from node.learning import LocalData
 

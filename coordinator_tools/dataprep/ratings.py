@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coordinator_tools.datasets import chosen_seed
+from coordinator_tools.dataprep.datasets import chosen_seed
 from node.errors import ConfigError
 
 SHIPPED_RATINGS = Path(__file__).with_name("synthetic_ratings.data")
