@@ -178,8 +178,10 @@ class Audit:
 
     @property
     def checks(self) -> pd.DataFrame:
-        """The report's checks: name, ok, detail."""
-        return pd.DataFrame([check.model_dump() for check in self.model.checks], columns=["name", "ok", "detail"])
+        """The report's checks: name, level (pass, warning or fail: a warning holds but says something is not what it
+        seems), ok, detail."""
+        return pd.DataFrame([check.model_dump() for check in self.model.checks],
+                            columns=["name", "level", "ok", "detail"])
 
     @property
     def ok(self) -> bool:

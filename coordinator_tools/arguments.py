@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from coordinator_tools.audit.plan import COUNT, NON_NEGATIVE, ORDER, POSITIVE, PROBABILITY, Bound
+from coordinator_tools.experiment import OPTION_LABELS
 
 
 def positive(text: str) -> float:
@@ -39,3 +40,11 @@ def _number(text: str, bound: Bound) -> float:
     if not bound.valid(value):
         raise argparse.ArgumentTypeError(f"expected {bound.meaning}, got {text!r}")
     return value
+
+
+def flag_names(args: argparse.Namespace) -> dict[str, str]:
+    """Each option's destination and how the user gave it ('target_eps' -> 'argument --target-eps', or the key of
+    an experiment file): a value the parser let through and a model refused is then named as the user wrote it
+    (`node.schema.config_errors`)."""
+    named = {name: "argument --" + name.replace("_", "-") for name in vars(args)}
+    return {**named, **getattr(args, OPTION_LABELS, {})}

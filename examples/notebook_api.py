@@ -53,7 +53,7 @@ print(f"MSE per coordinate {mse:.4f}; Thm 2 bound {mse_bound:.4f}")
 
 # %%
 audit = api.audit(run, attack_seed=0)
-print(audit.checks[["name", "ok"]])
+print(audit.checks[["name", "level"]])
 
 # %%
 COLUMNS = ["source", "observer", "hop_distance", "exact_eps_upper", "paper_eps", "model_attack_eps_lower", "ldp_eps"]

@@ -15,7 +15,10 @@ proven upper bound and not the loss itself (learning runs, `exact_is_bound`), a 
 it is no evidence of an undercount: the line is a plain statement, not a warning. A pair whose exact loss
 was not computed (NaN: an enumeration refused up front) is no evidence either way: a check that
 held on the other pairs says how many were not computed and is a warning too, never a plain
-pass. The replay's own health (logs intact, views agreeing) is checked beside these, with each
+pass. A check with nothing to check (no reconstructable pair, no pair with a canary bound) says
+"not applicable" rather than "all 0 pairs", which would read as evidence. A closed form of 0
+below a positive exact loss undercounts by an unbounded factor, and says so in words. The
+replay's own health (logs intact, views agreeing) is checked beside these, with each
 protocol's own checks (`replay_checks`), so the report has one list.
 """
 
@@ -136,7 +139,8 @@ def _lower_bound_check(name: str, lower: np.ndarray, losses: PairwiseLosses, wha
     """Every pair's lower bound on ε (NaN: not bounded) at most its exact loss's upper end."""
     count = int(np.count_nonzero(~np.isnan(lower)))
     return _pairwise_check(name, _exceeds(lower, losses.exact_eps_upper), lower, losses.exact_eps_upper,
-                           passed=f"all {count} {what}; their lower bounds hold together at 95% confidence")
+                           passed=f"all {count} {what}; their lower bounds hold together at 95% confidence" if count
+                           else not_applicable(what))
 
 
 def exact_below_ldp(losses: PairwiseLosses) -> Check:
@@ -201,20 +205,19 @@ def undercount_finding(losses: PairwiseLosses) -> Check:
             parts.append(f"{PAPER_VARIANTS[variant]} is at least {exact} on {_all_pairs(total, missing)}")
             continue
         below_any = True
-        worst = float(np.max(undercount_ratio(losses, variant)[below]))
+        by = _by_up_to(float(np.max(undercount_ratio(losses, variant)[below])))
         shown = ", ".join(f"{u}->{v}" for u, v in np.argwhere(below)[:SHOWN_PAIRS])
         if losses.exact_is_bound:
-            parts.append(f"{PAPER_VARIANTS[variant]} is below {exact} on {count} of {total} pairs (by up to "
-                         f"{worst:.3g}x): no evidence that it undercounts, the loss itself may lie below both; e.g. "
-                         f"{shown}")
+            parts.append(f"{PAPER_VARIANTS[variant]} is below {exact} on {count} of {total} pairs ({by}): no "
+                         f"evidence that it undercounts, the loss itself may lie below both; e.g. {shown}")
         elif given is None:
-            parts.append(f"{PAPER_VARIANTS[variant]} undercounts {count} of {total} pairs (by up to {worst:.3g}x): "
+            parts.append(f"{PAPER_VARIANTS[variant]} undercounts {count} of {total} pairs ({by}): "
                          f"it is not an upper bound here; e.g. {shown}")
         else:
-            parts.append(f"{PAPER_VARIANTS[variant]} is below {exact} on {count} of {total} pairs (by up to "
-                         f"{worst:.3g}x): not the same quantity: the bound is ex ante over {given}, which the observer "
-                         f"is not told: an observer told {given} would learn more than the bound there, which does "
-                         f"not show the bound below what one who is not told it learns; e.g. {shown}")
+            parts.append(f"{PAPER_VARIANTS[variant]} is below {exact} on {count} of {total} pairs ({by}): not the "
+                         f"same quantity: the bound is ex ante over {given}, which the observer is not told: an "
+                         f"observer told {given} would learn more than the bound there, which does not show the "
+                         f"bound below what one who is not told it learns; e.g. {shown}")
     warned = below_any and not losses.exact_is_bound
     return Check(name, True, "; ".join(parts), warning=warned or bool(missing.any()))
 
@@ -229,6 +232,18 @@ def trajectory_check(trajectories: TrajectoryCheck) -> Check:
     return Check(TRAJECTORY_CHECK, trajectories.ok, detail)
 
 
+def _by_up_to(ratio: float) -> str:
+    """How far a closed form is below the exact loss: 'by up to 3x', or in words where the form is 0 there."""
+    if np.isfinite(ratio):
+        return f"by up to {ratio:.3g}x"
+    return "by an unbounded factor: the bound is 0 where the exact loss is not"
+
+
+def not_applicable(what: str = "pairs") -> str:
+    """The detail of a check that had nothing to check: it held, but shows nothing."""
+    return f"not applicable (no {what})"
+
+
 def not_computed_pairs(losses: PairwiseLosses) -> np.ndarray:
     """[u, v]: the pairs u ≠ v with no exact value (NaN: not computed), which no check may count as passing."""
     missing = np.isnan(losses.exact_rdp) | np.isnan(losses.exact_eps)
@@ -236,7 +251,10 @@ def not_computed_pairs(losses: PairwiseLosses) -> np.ndarray:
 
 
 def _all_pairs(count: int, missing: np.ndarray, what: str = "pairs") -> str:
-    """'all N pairs', or how many of them had an exact value and how many were not computed."""
+    """'all N pairs', or how many of them had an exact value and how many were not computed ('not applicable' for
+    none)."""
+    if count == 0:
+        return not_applicable(what)
     skipped = int(np.count_nonzero(missing))
     if not skipped:
         return f"all {count} {what}"

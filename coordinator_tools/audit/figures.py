@@ -53,6 +53,7 @@ EPS_SERIES = (
 # Added to a paper series' ε label when the report converted it by the paper's classic rule, not as exact.
 OTHER_BASIS = ", classic conversion: not exact's basis"
 OFFSET = 0.08
+ZERO_MARK_HEIGHT = 0.04  # where a loss of 0 is marked, as a share of the axis' height above its floor
 # Cells of the heatmap that are no value on the colour scale: (label, colour), in this order of categories.
 HEATMAP_CATEGORIES = (("own (u = v): not a pair", "#d9d9d9"), ("inf: the view pins u's input down", "#b00020"),
                       ("0: the view does not depend on u", "white"), ("no value", "#f3e5f5"))
@@ -118,6 +119,8 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
         _baseline_line(axis, baselines["central"], color="tab:gray", linestyle=":", label="central DP (same noise)")
         _log_scale(axis, *(columns[column] for column, _, _ in drawn), [*baselines.values()])
         axis.set_xticks(distances)
+        if distances.size:  # every distance in view, a last one drawn only as a 0 marker too
+            axis.set_xlim(distances.min() - 0.5, distances.max() + 0.5)
         axis.set_xlabel("hop distance between source u and observer v")
         axis.set_ylabel(ylabel)
         axis.grid(True, which="major", alpha=0.3)
@@ -129,17 +132,23 @@ def _loss_vs_hops(report: Mapping[str, object], columns: Mapping[str, np.ndarray
 
 def draw_by_distance(axis: plt.Axes, hops: np.ndarray, distances: np.ndarray, values: np.ndarray, label: str,
                       colour: str, offset: float) -> None:
-    """Mean per distance with a bar from the smallest to the largest pair at that distance."""
-    stats = []
+    """Mean per distance with a bar from the smallest to the largest pair at that distance; a distance where every
+    pair's loss is 0 (the view does not depend on the source), which a log axis cannot place, is a hollow marker
+    on the axis' floor, so that it reads as 0 and not as missing."""
+    stats, zeros = [], []
     for distance in distances:
-        at = values[(hops == distance) & np.isfinite(values) & (values > 0)]
-        if at.size:
+        at = values[(hops == distance) & np.isfinite(values)]
+        if at.size and at.max() > 0:
             stats.append((distance + offset, at.mean(), at.min(), at.max()))
-    if not stats:
-        return
-    x, mean, low, high = (np.array(column) for column in zip(*stats))
-    spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
-    axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+        elif at.size:
+            zeros.append(distance + offset)
+    if stats:
+        x, mean, low, high = (np.array(column) for column in zip(*stats))
+        spread = np.maximum(0.0, [mean - low, high - mean])  # the mean can round past equal extremes
+        axis.errorbar(x, mean, yerr=spread, color=colour, marker="o", capsize=3, label=label)
+    if zeros:  # x in data, y in axes coordinates: on the floor whatever the scale
+        axis.scatter(zeros, np.full(len(zeros), ZERO_MARK_HEIGHT), transform=axis.get_xaxis_transform(), marker="v",
+                     s=60, facecolors="none", edgecolors=colour, label=f"{label}: 0 at this distance")
 
 
 def _baseline_line(axis: plt.Axes, value: float, **style: object) -> None:

@@ -1,8 +1,11 @@
-"""One static page (index.html) that bundles an audit: summary, checks, threat model, figures.
+"""One static page (index.html) that bundles an audit: headline, checks, summary, threat model, figures.
 
+The page leads with its answer: the mean exact ε against local DP's at the same noise, ε by hop
+distance, and the loss-by-hop figure that carries them; the run's metadata and the checks follow.
 Plain HTML with inline CSS and relative links, so the output folder can be zipped, mailed or
 served as is. Everything shown comes from the report document, checked against the report's model (`AuditReport`)
-and read through its attributes; a protocol's own blocks are read as the protocol wrote them.
+and read through its attributes (a protocol's own blocks are read as the protocol wrote them), and from its pairs
+file.
 """
 
 from __future__ import annotations
@@ -11,13 +14,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+import numpy as np
+
+from coordinator_tools.audit.checks import UNDERCOUNT_CHECK
 from coordinator_tools.audit.faults import stopped_sentence
 from coordinator_tools.audit.learning_figures import side_label
+from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.report import MEAN_RULE, REPORT_FILE, format_number, worst_observers
 from coordinator_tools.audit.report_schema import AuditReport, CheckResult, PairsFile, Summary
-from coordinator_tools.audit.sentences import summary_sentences
+from coordinator_tools.audit.sentences import NO_NOISE, summary_sentences
+from node.idset import format_ids
 
 PAGE_FILE = "index.html"
+HEADLINE_FIGURE = "loss_vs_hops"  # the figure that carries the headline, shown beside it
 # The closed forms whose undercount the summary states (`summary.<variant>_undercounts`), as the page names them.
 UNDERCOUNT_NAMES = {"paper": "the paper's closed-form bound", "paper_corrected": "the corrected closed form"}
 SHOWN_OBSERVERS = 20
@@ -54,17 +63,22 @@ FIGURE_CAPTIONS = {
 }
 
 
-def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str, Path]) -> Path:
-    """Write out_dir/index.html; figures are linked relative to out_dir."""
+def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str, Path],
+               report_dir: Path | None = None) -> Path:
+    """Write out_dir/index.html; figures are linked relative to out_dir. `report_dir`: where the report and its
+    pairs file were written, when not out_dir."""
     out_dir = Path(out_dir)
     model = AuditReport.model_validate(report)
     run_id = escape(model.run.run_id)
     sections = [
         f"<h1>Privacy audit of run {run_id}</h1>",
         _sampler_banner(model.summary),
+        _headline(report, Path(report_dir or out_dir)),
+        *(_figure(name, path, out_dir) for name, path in figures.items() if name == HEADLINE_FIGURE),
+        "<h2>Run</h2>",
         _run_table(model, report),
         "<h2>Checks</h2>",
-        _checks_table(model.checks),
+        _checks_table(model.checks, model.summary),
         _replay_section(model),
         "<h2>Summary</h2>",
         _summary_table(model, report),
@@ -74,7 +88,7 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
         _learning_section(report),
         _personalized_section(report),
         "<h2>Figures</h2>",
-        *(_figure(name, path, out_dir) for name, path in figures.items()),
+        *(_figure(name, path, out_dir) for name, path in figures.items() if name != HEADLINE_FIGURE),
         "<h2>Threat model</h2>",
         _key_value_table(model.threat_model),
         "<h2>Data</h2>",
@@ -86,6 +100,44 @@ def write_html(report: Mapping[str, object], out_dir: Path, figures: Mapping[str
     path = out_dir / PAGE_FILE
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def _headline(report: Mapping[str, object], report_dir: Path) -> str:
+    """The answer first: the mean exact ε over the pairs against local DP's at the same noise, the worst
+    observer's mean, and ε by hop distance (read from the pairs file)."""
+    if report["sigma"] == 0:
+        return f"<p><b>{escape(NO_NOISE)}</b>: every loss is infinite.</p>"
+    wanted = ("hop_distance", "exact_eps_upper", "ldp_eps")
+    if not set(wanted) <= set(report["pairs_file"]["columns"]):
+        return ""
+    pairs = read_pairs(report_dir / str(report["pairs_file"]["file"]), wanted)
+    hops, eps, ldp = pairs["hop_distance"], pairs["exact_eps_upper"], pairs["ldp_eps"]
+    known = ~np.isnan(eps)
+    if not known.any():
+        return ""
+    mean, ldp_mean = float(np.mean(eps[known])), float(np.mean(ldp[known]))
+    observers = [x for x in report["summary"]["mean_eps_per_observer"]["exact_upper"] if isinstance(x, float)]
+    worst = (f"; the worst observer's mean {escape(MEAN_RULE)}: {format_number(max(observers))}" if observers
+             else "")
+    lead = (f"<p><b>Mean exact ε at δ = {report['delta']:g} over {int(known.sum())} pairs: {format_number(mean)}, "
+            f"against local DP's {format_number(ldp_mean)} at the same noise ({_ratio(mean, ldp_mean)} of it)"
+            f"{worst}.</b></p>")
+    rows = []
+    for distance in np.unique(hops[np.isfinite(hops)]):
+        at = (hops == distance) & known
+        if at.any():
+            at_eps, at_ldp = eps[at], float(np.mean(ldp[at]))
+            rows.append((f"{distance:g}", str(int(at.sum())), _number(float(np.mean(at_eps))),
+                         _number(float(np.max(at_eps))), _ratio(float(np.mean(at_eps)), at_ldp)))
+    return "\n".join(["<h2>Headline</h2>", lead, "<p>Exact ε by hop distance between source and observer:</p>",
+                      _table(("hops", "pairs", "mean exact ε", "max", "mean / local DP"), rows)])
+
+
+def _ratio(value: float, of: float) -> str:
+    """value / of for people: '0.42x', or '-' where it means nothing (no baseline, infinite loss)."""
+    if not (np.isfinite(value) and np.isfinite(of)) or of <= 0:
+        return "-"
+    return f"{value / of:.2f}x"
 
 
 def _data_links(pointer: PairsFile) -> str:
@@ -148,19 +200,32 @@ def _schedule_rows(report: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def _checks_table(checks: Sequence[CheckResult]) -> str:
-    """One row per check: pass (green), FAIL (red) or ⚠ warning (amber: it holds, but read the detail)."""
+def _checks_table(checks: Sequence[CheckResult], summary: Summary) -> str:
+    """One row per check: pass (green), FAIL (red) or ⚠ warning (amber: it holds, but read the detail); a warning
+    is named for what it found."""
     marks = {"pass": ("ok", "pass"), "fail": ("fail", "FAIL"), "warning": ("warning", "⚠ warning")}
     rows = []
     for check in checks:
         css, mark = marks[check.level]
-        rows.append((f'<span class="{css}">{mark}</span>', escape(check.name), escape(check.detail)))
+        rows.append((f'<span class="{css}">{mark}</span>', _check_name(check, summary), escape(check.detail)))
     if not rows:
         return "<p>No checks were run.</p>"
     head = "<tr>" + "".join(f"<th>{column}</th>" for column in ("", "check", "detail")) + "</tr>"
     body = "".join(f'<tr class="{marks[check.level][0]}">' + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
                    for check, row in zip(checks, rows))
     return f"<table>{head}{body}</table>"
+
+
+def _check_name(check: CheckResult, summary: Summary) -> str:
+    """A check's name; the paper-bound warning says what it found ("the paper's bound undercounts N pairs"), its
+    name kept beside for a reader of report.json."""
+    name = escape(check.name)
+    undercounts = summary.paper_undercounts
+    if check.name != UNDERCOUNT_CHECK or check.level != "warning" or undercounts is None or not undercounts.count:
+        return name
+    count = undercounts.count
+    found = escape(f"the paper's bound undercounts {count} pair{'s' if count > 1 else ''}")
+    return f"{found} <small>({name})</small>"
 
 
 def _replay_section(model: AuditReport) -> str:
@@ -186,15 +251,20 @@ def _summary_table(model: AuditReport, report: Mapping[str, object]) -> str:
     names = {"exact_upper": "exact (upper end)", "exact_lower": "exact (lower end)", "paper": "paper (closed form)",
              "paper_corrected": "paper (corrected)", "ldp": "local DP"}
     columns = [column for column in names if column in rdp and any(x is not None for x in rdp[column])]
-    rows = [(str(v), *(cell for column in columns for cell in (_number(rdp[column][v]), _number(eps[column][v]))))
-            for v in shown]
+    values = {v: tuple(cell for column in columns for cell in (_number(rdp[column][v]), _number(eps[column][v])))
+              for v in shown}
+    alike: dict[tuple[str, ...], list[int]] = {}
+    for v, cells in values.items():  # observers whose rows are identical share one, in the order first shown
+        alike.setdefault(cells, []).append(v)
+    rows = [(format_ids(observers), *cells) for cells, observers in alike.items()]
     hidden = len(rdp["exact_upper"]) - len(shown)
     baselines = model.baselines
-    headers = ("observer v", *(f"{names[column]} {unit}" for column in columns for unit in ("RDP", "ε")))
+    headers = ("observers v", *(f"{names[column]} {unit}" for column in columns for unit in ("RDP", "ε")))
     sentences = summary_sentences(report)
     return "\n".join([
         f"<p>Mean loss of each observer {escape(MEAN_RULE)}: Rényi (RDP) at alpha = {model.alpha:g} and ε at "
-        f"delta = {model.delta:g} (the mean of each pair's ε); worst {len(rows)} observers shown"
+        f"delta = {model.delta:g} (the mean of each pair's ε); worst {len(shown)} observers shown"
+        f"{', observers with identical values in one row' if len(rows) < len(shown) else ''}"
         f"{f', {hidden} more in {REPORT_FILE}' if hidden else ''}. {escape(_conversion_sentence(summary))}</p>",
         _table(headers, rows),
         f"<p>Baselines at the same noise: local DP {_number(baselines.ldp.rdp)} RDP, ε "
@@ -233,17 +303,24 @@ def _undercount_paragraph(model: AuditReport, variant: str) -> str:
     if undercounts.exact_is_bound:
         return (f"<p>{escape(name[0].upper() + name[1:])} is below {escape(exact)} on {count} of {rows} pairs: no "
                 "evidence that it undercounts, since the loss itself may lie below both.</p>")
-    worst = format_number(undercounts.pairs[0].exact_over_paper)
+    worst = _times(undercounts.pairs[0].exact_over_paper)
     where = ", ".join(f"{d.count} of the {d.of} at hop distance {d.hop_distance}"
                       for d in undercounts.by_hop_distance if d.count)
     if given is None:
-        text = (f"{name} undercounts {count} of {rows} pairs (by up to {worst}×): it is not an upper bound here (the "
+        text = (f"{name} undercounts {count} of {rows} pairs ({worst}): it is not an upper bound here (the "
                 f"exact loss of the whole view is above it){f'; {where}' if where else ''}.")
     else:
-        text = (f"{name}, ex ante over {given}, is below {exact} on {count} of {rows} pairs (by up to {worst}×): an "
+        text = (f"{name}, ex ante over {given}, is below {exact} on {count} of {rows} pairs ({worst}): an "
                 f"observer told {given} would learn more than the bound there; that is not the same quantity, so it "
                 "does not show the bound below what the observer learns.")
     return f'<p class="banner"><span class="warning">⚠ Warning:</span> {escape(text)}</p>'
+
+
+def _times(ratio: object) -> str:
+    """'by up to 3×', or in words where the closed form is 0 below a positive loss (an infinite ratio)."""
+    if ratio == "inf" or (isinstance(ratio, float) and np.isinf(ratio)):
+        return "by an unbounded factor: the bound is 0 where the exact loss is not"
+    return f"by up to {format_number(ratio)}×"
 
 
 def _columns_section(report: Mapping[str, object]) -> str:

@@ -1,22 +1,38 @@
-"""`netdp run`: a local cluster of real node processes, with live progress."""
+"""`netdp run`: a local cluster of real node processes, with live progress.
+
+Progress shows the node processes coming up, then the local steps they start: as live bars on a
+terminal, and as plain lines (each change of the processes up, the steps every few seconds) when the
+output goes to a file or a pipe, where a live display would show nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from coordinator_tools.cluster.launch import ClusterResult, LaunchOptions, run_cluster
+from coordinator_tools.arguments import positive
+from coordinator_tools.cluster.launch import (
+    STARTUP_ALLOWANCE_PER_PROCESS_S,
+    STARTUP_ALLOWANCE_S,
+    ClusterResult,
+    LaunchOptions,
+    LaunchProgress,
+    run_cluster,
+)
 from coordinator_tools.cluster.virtual import refuse_process_options, run_virtual
+from coordinator_tools.experiment import add_experiment_argument
 from node.breaks import Breaks
 from node.errors import ConfigError, NetdpError
 from node.topology import load_topology
 
 CONSOLE = Console(stderr=True)
+PLAIN_PROGRESS_EVERY_S = 10.0  # how often plain progress lines report the steps
 
 
 def parse_kill(spec: str) -> tuple[int, int]:
@@ -36,31 +52,74 @@ def _steps_per_node(protocol: BaseModel) -> int | None:
 
 def launch_with_progress(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions,
                          runner: Callable[..., ClusterResult] = run_cluster) -> ClusterResult:
-    """run_cluster (or `runner`: virtual.run_virtual) with a progress bar of local steps started over all nodes.
+    """run_cluster (or `runner`: virtual.run_virtual) showing the node processes coming up, then the local steps
+    started over all nodes: live bars on a terminal, plain lines otherwise.
 
-    The bar appears once the nodes run, so that a refused input is the only thing printed.
+    Nothing shows before the nodes start, so that a refused input is the only thing printed.
     """
     topology = load_topology(topology_path)
     steps = _steps_per_node(topology.protocol)
-    progress = Progress(TextColumn("[bold]local steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=CONSOLE, transient=True)
-    task = progress.add_task("steps", total=None if steps is None else topology.n * steps)
-
-    def show(started: dict[int, int]) -> None:
-        progress.start()  # once; later calls return at once
-        progress.update(task, completed=sum(started.values()))
-
+    total = None if steps is None else topology.n * steps
+    display = LiveProgress(total) if CONSOLE.is_terminal else PlainProgress(total)
     try:
-        return runner(topology_path, data_dir, rundir, options, on_progress=show)
+        return runner(topology_path, data_dir, rundir, options, on_progress=display.show)
     finally:
-        if progress.live.is_started:
-            progress.stop()
+        display.close()
+
+
+class LiveProgress:
+    """Two bars on a terminal: node processes up, then local steps started."""
+
+    def __init__(self, total_steps: int | None) -> None:
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=CONSOLE, transient=True)
+        self.total_steps = total_steps
+        self.processes: TaskID | None = None
+        self.steps: TaskID | None = None
+
+    def show(self, state: LaunchProgress) -> None:
+        self.progress.start()  # once; later calls return at once
+        if self.processes is None:
+            self.processes = self.progress.add_task("node processes up", total=state.processes)
+            self.steps = self.progress.add_task("local steps", total=self.total_steps)
+        self.progress.update(self.processes, completed=state.processes_up)
+        assert self.steps is not None
+        self.progress.update(self.steps, completed=sum(state.steps.values()))
+
+    def close(self) -> None:
+        if self.progress.live.is_started:
+            self.progress.stop()
+
+
+class PlainProgress:
+    """Plain lines for a log file or a pipe: each change of the processes up, then the steps every few seconds."""
+
+    def __init__(self, total_steps: int | None) -> None:
+        self.total_steps = total_steps
+        self.shown_up = -1
+        self.shown_at = -PLAIN_PROGRESS_EVERY_S
+        self.started = time.monotonic()
+
+    def show(self, state: LaunchProgress) -> None:
+        elapsed = time.monotonic() - self.started
+        if state.processes_up != self.shown_up:
+            self.shown_up = state.processes_up
+            CONSOLE.print(f"node processes up: {state.processes_up}/{state.processes} ({elapsed:.0f} s)",
+                          highlight=False)
+        done = sum(state.steps.values())
+        if done and elapsed - self.shown_at >= PLAIN_PROGRESS_EVERY_S:
+            self.shown_at = elapsed
+            of = "" if self.total_steps is None else f"/{self.total_steps}"
+            CONSOLE.print(f"local steps started: {done}{of} ({elapsed:.0f} s)", highlight=False)
+
+    def close(self) -> None:
+        return None
 
 
 def report_failures(result: ClusterResult) -> None:
     """Raise a clear error naming every node that failed, with its last words."""
-    if result.timed_out:
-        raise NetdpError(f"the cluster did not finish in time; logs are in {result.rundir}")
+    if result.overrun is not None:
+        raise NetdpError(f"{result.overrun.describe()}; logs are in {result.rundir}")
     if result.failures:
         lines = [f"node {r.node_id} exited with code {r.exit_code}: {r.stderr_tail or '(no message)'}"
                  for r in result.failures]
@@ -87,6 +146,7 @@ def options_from_args(args: argparse.Namespace) -> LaunchOptions:
         certs_dir=None if args.insecure else args.certs,
         kill_at_round=dict(args.kill or ()),
         timeout_s=args.timeout,
+        startup_timeout_s=args.startup_timeout,
         canaries=args.canaries,
         breaks={node: Breaks.parsed(given) for node, given in specs.items()},
     )
@@ -104,7 +164,14 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kill", type=parse_kill, action="append", metavar="NODE@ROUND",
                         help="fault injection: SIGKILL NODE's process (with every id it hosts) as the first "
                              "id it hosts starts ROUND (repeatable)")
-    parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    parser.add_argument("--timeout", type=positive, default=None, metavar="SECONDS",
+                        help="give up when the run has not finished this many seconds after its node processes "
+                             "started (default: the protocol's worst case, plus the peers' start-up deadline and "
+                             "30 s)")
+    parser.add_argument("--startup-timeout", type=positive, default=None, metavar="SECONDS",
+                        help="give up when the node processes have not all started (opened their logs) after this "
+                             f"many seconds (default {STARTUP_ALLOWANCE_S:g} + {STARTUP_ALLOWANCE_PER_PROCESS_S:g} "
+                             "per process)")
     parser.add_argument("--canaries", type=int, default=0, metavar="M",
                         help="an audit run: every node plants M secret canaries (fair coins, logged privately) in M "
                              "coordinates appended to its vectors, so that `netdp audit` tests the real run "
@@ -142,4 +209,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--virtual", action="store_true",
                      help="run every node in this one process over the in-process transport (no TLS, no fault "
                           "injection; same protocol code, validation and logs)")
+    add_experiment_argument(run)
     run.set_defaults(handler=_run_command)

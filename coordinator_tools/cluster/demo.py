@@ -17,6 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
+from coordinator_tools.arguments import flag_names
 from coordinator_tools.audit.command import print_summary
 from coordinator_tools.audit.html import PAGE_FILE
 from coordinator_tools.audit.run_audit import audit_report
@@ -37,6 +38,7 @@ from coordinator_tools.cluster.demo_protocols import (
     demo_protocols,
 )
 from coordinator_tools.cluster.launch import TOPOLOGY_FILE
+from coordinator_tools.experiment import add_experiment_argument
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
 from node.schema import config_errors
@@ -94,11 +96,11 @@ def claim_new_folder(out: Path) -> Path:
 
 def _demo_command(args: argparse.Namespace) -> int:
     protocol = resolve_defaults(args)
-    with config_errors():
+    with config_errors(flag_names(args)):
         topology = demo_topology(args, protocol)
-    out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
+    out = args.out = claim_new_folder(args.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S"))
     save_topology(topology, out / TOPOLOGY_FILE)
-    with config_errors():
+    with config_errors(flag_names(args)):
         protocol.write_data(topology, out / "data", args)
     if not args.insecure and args.certs is None:
         args.certs = out / "certs"
@@ -163,4 +165,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="seed of the synthetic data, or of the learning data's split (personalized-cd: of the "
                            f"task, default {PersonalizedDemo.data_seed})")
     add_launch_arguments(demo)
+    add_experiment_argument(demo)
     demo.set_defaults(handler=_demo_command)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,10 @@ STDERR_FILE = "stderr.txt"
 RUN_SUMMARY_FILE = "run.json"
 TOPOLOGY_FILE = "topology.json"
 MIN_CANARIES = 2  # the one-run audit guesses at least one canary each way
+# Start-up allowance of the node processes (imports, keys, logs opened), apart from the run's own limit: a loaded
+# machine starts many Python processes slowly, and that is no sign of a protocol stuck.
+STARTUP_ALLOWANCE_S = 60.0
+STARTUP_ALLOWANCE_PER_PROCESS_S = 5.0
 Flag = TypeVar("Flag")  # the value of a per-node process option
 
 
@@ -65,13 +69,48 @@ class NodeResult:
         return self.exit_code == 0 and self.estimate is not None
 
 
+@dataclass(frozen=True)
+class Overrun:
+    """The limit a run went past, and the flag that sets it: the node processes' start-up or the run itself."""
+
+    phase: Literal["startup", "run"]
+    limit_s: float
+    processes_up: int = 0
+    processes: int = 0
+
+    @property
+    def flag(self) -> str:
+        return "--startup-timeout" if self.phase == "startup" else "--timeout"
+
+    def describe(self) -> str:
+        """What went past which limit, and how to give it more time, in one line."""
+        if self.phase == "startup":
+            return (f"{self.processes_up} of {self.processes} node processes had started after {self.limit_s:g} s, the "
+                    f"start-up allowance (a loaded machine starts them slowly: raise it with {self.flag} SECONDS)")
+        return (f"the cluster did not finish within {self.limit_s:g} s of its processes starting, the run's limit "
+                f"(raise it with {self.flag} SECONDS)")
+
+
+@dataclass(frozen=True)
+class LaunchProgress:
+    """What a progress display shows: node processes up (their logs opened) and local steps started per node."""
+
+    steps: dict[int, int]
+    processes_up: int
+    processes: int
+
+
 @dataclass
 class ClusterResult:
     rundir: Path
     topology: Topology
     nodes: list[NodeResult] = field(default_factory=list)
-    timed_out: bool = False
+    overrun: Overrun | None = None
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM before its nodes were done
+
+    @property
+    def timed_out(self) -> bool:
+        return self.overrun is not None
 
     @property
     def failures(self) -> list[NodeResult]:
@@ -101,7 +140,8 @@ class LaunchOptions:
     clock_speedup: Mapping[int, float] = field(default_factory=dict)
     # personalized CD: node -> its own budget, at most the published one (the same for every id of a process)
     budgets: Mapping[int, BudgetRequest] = field(default_factory=dict)
-    timeout_s: float | None = None
+    timeout_s: float | None = None  # the run's limit, counted once every node process is up (None: default_timeout)
+    startup_timeout_s: float | None = None  # the processes' start-up allowance (None: default_startup_allowance)
     # an audit run: canary coordinates every node plants (node.canaries), published in RUNDIR's topology
     canaries: int = 0
     # negative controls: node -> its deliberate bugs (node.breaks; the same for every id of a process)
@@ -228,6 +268,11 @@ def default_timeout(topology: Topology, network: NetworkParams | None = None) ->
     return network.startup_deadline_s + topology.protocol.worst_case_duration_s(network, topology.n) + 30.0
 
 
+def default_startup_allowance(processes: int) -> float:
+    """How long the node processes may take to come up: a fixed allowance and a few seconds per process."""
+    return STARTUP_ALLOWANCE_S + STARTUP_ALLOWANCE_PER_PROCESS_S * processes
+
+
 def logged_rounds(log_dir: Path) -> tuple[int, bool]:
     """(local steps the node has started, finished?) read from its view log so far.
 
@@ -259,7 +304,7 @@ def _steps(contents: LogContents) -> tuple[int, bool]:
     return len(rounds) + proposals + hops + updates, bool(contents.of_kind("final_output"))
 
 
-ProgressCallback = Callable[[dict[int, int]], None]
+ProgressCallback = Callable[[LaunchProgress], None]
 
 
 def check_launch_inputs(topology: Topology, data_dir: Path, options: LaunchOptions) -> dict[int, Path]:
@@ -310,32 +355,49 @@ def _check_per_process_option(topology: Topology, values: Mapping[int, Flag], wh
 
 def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: LaunchOptions = LaunchOptions(),
                 on_progress: ProgressCallback | None = None) -> ClusterResult:
-    """Run one process per address (its node ids) until all exit (or the timeout), then collect."""
+    """Run one process per address (its node ids) until all exit (or a limit passes), then collect.
+
+    The processes first get their start-up allowance to come up (each opens its view log); the run's own limit
+    counts from when the last one did, so a slow start is told apart from a stuck run.
+    """
     topology = load_topology(topology_path)
     data_files = check_launch_inputs(topology, data_dir, options)
     check_ports_free(topology.address_of(node_ids[0]) for node_ids in hosted_ids(topology))
     topology = prepare_rundir(topology_path, rundir, canaries=options.canaries)
     processes: dict[tuple[int, ...], subprocess.Popen] = {}
-    deadline = time.monotonic() + (options.timeout_s or default_timeout(topology))
-    timed_out = interrupted = False
+    groups = hosted_ids(topology)
+    startup_s = options.startup_timeout_s or default_startup_allowance(len(groups))
+    run_s = options.timeout_s or default_timeout(topology)
+    overrun = None
+    interrupted = False
     with _sigterm_as_interrupt():
         try:
-            for node_ids in hosted_ids(topology):
+            for node_ids in groups:
                 processes[node_ids] = (start_node_process(rundir, node_ids[0], data_files[node_ids[0]], options)
                                        if len(node_ids) == 1 else
                                        start_hosting_process(rundir, node_ids, Path(data_dir), options))
+            started = time.monotonic()
+            run_deadline: float | None = None
             while any(p.poll() is None for p in processes.values()):
+                up = sum(1 for node_ids, p in processes.items() if p.poll() is not None or _is_up(rundir, node_ids))
                 if on_progress:
-                    on_progress({v: logged_rounds(node_log_dir(rundir, v))[0] for v in range(topology.n)})
-                if time.monotonic() > deadline:
-                    timed_out = True
+                    on_progress(LaunchProgress({v: logged_rounds(node_log_dir(rundir, v))[0]
+                                                for v in range(topology.n)}, up, len(processes)))
+                now = time.monotonic()
+                if run_deadline is None and up == len(processes):
+                    run_deadline = now + run_s
+                if run_deadline is None and now > started + startup_s:
+                    overrun = Overrun("startup", startup_s, up, len(processes))
+                    break
+                if run_deadline is not None and now > run_deadline:
+                    overrun = Overrun("run", run_s, up, len(processes))
                     break
                 time.sleep(POLL_INTERVAL_S)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the nodes are stopped and the run summed up all the same
             interrupted = True
         finally:
             _stop_all(processes)
-    result = ClusterResult(Path(rundir), topology, timed_out=timed_out, interrupted=interrupted)
+    result = ClusterResult(Path(rundir), topology, overrun=overrun, interrupted=interrupted)
     for node_ids, process in processes.items():
         killed = process.returncode == -signal.SIGKILL and any(v in options.kill_at_round for v in node_ids)
         stderr_path = node_log_dir(rundir, node_ids[0]) / STDERR_FILE
@@ -345,6 +407,11 @@ def run_cluster(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     if interrupted:
         raise KeyboardInterrupt
     return result
+
+
+def _is_up(rundir: Path, node_ids: tuple[int, ...]) -> bool:
+    """Whether the process hosting `node_ids` has come up: its first id's view log is open."""
+    return (node_log_dir(rundir, node_ids[0]) / VIEW_LOG_NAME).exists()
 
 
 @contextmanager
@@ -404,6 +471,8 @@ def _write_summary(result: ClusterResult, options: LaunchOptions) -> None:
         "sampler": options.sampler,
         "tls": options.certs_dir is not None,
         "timed_out": result.timed_out,
+        "timeout": None if result.overrun is None else {"phase": result.overrun.phase,
+                                                        "limit_s": result.overrun.limit_s},
         "interrupted": result.interrupted,
         "nodes": [
             {"id": r.node_id, "exit_code": r.exit_code, "killed_by_request": r.killed_by_request,

@@ -29,6 +29,8 @@ from coordinator_tools.cluster.launch import (
     TOPOLOGY_FILE,
     ClusterResult,
     LaunchOptions,
+    LaunchProgress,
+    Overrun,
     ProgressCallback,
     _collect,
     _write_summary,
@@ -94,7 +96,7 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     timeout_s = options.timeout_s or default_timeout(topology, network)
     settled, timed_out = asyncio.run(_run(topology, network, private_data, Path(rundir), samplers, timeout_s,
                                           on_progress, options.breaks))
-    result = ClusterResult(Path(rundir), topology, timed_out=timed_out)
+    result = ClusterResult(Path(rundir), topology, overrun=Overrun("run", timeout_s, 1, 1) if timed_out else None)
     result.nodes = [_node_result(Path(rundir), v, settled.get(v)) for v in range(topology.n)]
     _write_summary(result, options)
     return result
@@ -110,7 +112,7 @@ async def _run(topology: Topology, network: NetworkParams, private_data: list, r
 
     async def show_progress() -> None:
         while True:
-            on_progress(dict(started))
+            on_progress(LaunchProgress(dict(started), 1, 1))  # one process, this one: up
             await asyncio.sleep(POLL_INTERVAL_S)
 
     ticker = asyncio.create_task(show_progress()) if on_progress else None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from coordinator_tools.arguments import count, flag_names, positive
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
 from coordinator_tools.certs import write_cluster_certs
 from coordinator_tools.cluster.command import CONSOLE, launch_with_progress, report_failures
@@ -22,9 +23,10 @@ from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.compare import figures
 from coordinator_tools.compare.calibrate import Calibration, calibrate
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
-from coordinator_tools.compare.setup import GOSSIP, PROTOCOLS, CompareSetup, comparison_topology
+from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, PROTOCOLS, WALK, CompareSetup, comparison_topology
 from coordinator_tools.dataprep.datasets import SEED_BITS
 from coordinator_tools.dataprep.learning_data import write_minibatch_split
+from coordinator_tools.experiment import add_experiment_argument
 from coordinator_tools.topology.build import new_run_id
 from coordinator_tools.topology.generators import GENERATORS
 from node.errors import ConfigError
@@ -98,13 +100,17 @@ def _compare_command(args: argparse.Namespace) -> int:
     if args.seed is not None and args.sampler != "simulation":
         raise ConfigError("--seed only goes with --sampler simulation")
     n = args.n if "n" in GENERATORS[args.graph].parameters else None
-    with config_errors():  # a bad flag is refused in one line, before any calibration or run
+    flags = flag_names(args)
+    with config_errors(flags):  # a bad flag is refused in one line, before any calibration or run
         setup = CompareSetup(graph=args.graph, n=n, graph_seed=args.graph_seed, dataset=args.dataset,
                              steps_per_node=args.steps_per_node, gossip_rounds=args.gossip_rounds, clip=args.clip,
                              batch=args.batch, gossip_learning_rate=args.learning_rate,
                              walk_learning_rate=args.walk_learning_rate)
         graph = setup.make_graph()
-    out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
+    for protocol, rate in ((GOSSIP, "learning_rate"), (WALK, "walk_learning_rate")):
+        with config_errors({**flags, "learning_rate": flags[rate]}):  # its parameters at a valid σ
+            setup.params(protocol, 1.0, GOSSIP_ALPHA, graph.number_of_nodes())
+    out = args.out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; choose a new --out folder")
     calibrations = {}
@@ -117,7 +123,8 @@ def _compare_command(args: argparse.Namespace) -> int:
     seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
     first = comparison_topology(setup, graph, setup.params(GOSSIP, 1.0, 2.0, graph.number_of_nodes()), run_id="data")
     write_data(setup, first, out / "data", seed)
-    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout)
+    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
+                           startup_timeout_s=args.startup_timeout)
     entries = {}
     for protocol, calibration in calibrations.items():
         report = run_protocol(setup, calibration, out / protocol, out / "data", launch, secure=not args.insecure)
@@ -149,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compare.add_argument("--gossip-rounds", type=int, default=CompareSetup.gossip_rounds,
                          help="K: plain gossip rounds after every gossip step (default 1)")
     compare.add_argument("--clip", type=float, default=CompareSetup.clip, help="per-example clip C (default 1)")
-    compare.add_argument("--batch", type=int, default=CompareSetup.batch,
+    compare.add_argument("--batch", type=count, default=CompareSetup.batch,
                          help="minibatch b; Delta = 2C/b for both (default 16)")
     compare.add_argument("--learning-rate", type=float, default=CompareSetup.gossip_learning_rate,
                          help="gossip's learning rate (default 0.5)")
@@ -161,5 +168,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="noise sampler of every node (default: secure)")
     compare.add_argument("--seed", type=int, default=None, help="master seed of the simulation sampler")
     compare.add_argument("--insecure", action="store_true", help="plain-text gRPC (default: mutual TLS)")
-    compare.add_argument("--timeout", type=float, default=None, help="give up on a run after this many seconds")
+    compare.add_argument("--timeout", type=positive, default=None, metavar="SECONDS",
+                         help="give up on a run that has not finished this many seconds after its node processes "
+                              "started")
+    compare.add_argument("--startup-timeout", type=positive, default=None, metavar="SECONDS",
+                         help="give up on a run whose node processes have not all started after this many seconds")
+    add_experiment_argument(compare)
     compare.set_defaults(handler=_compare_command)

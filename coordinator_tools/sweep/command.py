@@ -23,6 +23,7 @@ from rich.progress import (
 )
 
 from coordinator_tools.cluster.command import CONSOLE
+from coordinator_tools.experiment import add_experiment_argument
 from coordinator_tools.sweep import figures
 from coordinator_tools.sweep.grid import (
     SweepGrid,
@@ -135,6 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "utility against mean and worst-pair exact eps, with the local-DP and central-DP baselines at the same "
         "noise. Rerunning the same command on DIR skips the finished points.")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="sweep folder (new, or to resume)")
+    add_experiment_argument(parser)
     parser.add_argument("--grid", type=Path, metavar="FILE",
                         help="JSON grid file: an object with the fields protocol, graph, n, sigma, target_eps, "
                         "delta, rounds, steps, dimension, dataset, seed, networked, insecure (lists or single "

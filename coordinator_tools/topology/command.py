@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from coordinator_tools.arguments import flag_names
 from coordinator_tools.topology.build import DEFAULT_BASE_PORT, DEFAULT_HOST, build_topology, new_run_id
 from coordinator_tools.topology.edgelist import read_edge_list
 from coordinator_tools.topology.generators import GENERATORS, SEED_BITS, generate, public_seed
@@ -176,7 +177,7 @@ def _publish(
 ) -> int:
     """Build the topology from the graph and the shared options, write it, and summarize it."""
     weighting = args.weighting or "metropolis"
-    with config_errors():
+    with config_errors(flag_names(args)):
         schedule = _graph_schedule(args)
         protocol = protocol_params(args, GraphFacts(graph, weighting, explicit_weights, schedule))
         topology = build_topology(

@@ -83,6 +83,7 @@ def test_the_audit_reads_every_spend_finds_no_overspending_and_reports_the_three
                                                           attack_pairs="none"))
     assert all(check["ok"] for check in report["checks"]), report["checks"]
     assert any(check["name"] == "no agent spent beyond its budget" for check in report["checks"])
+    assert not any("sigma" in check["name"] for check in report["checks"])  # no σ to double: its noise is a budget
     agents = report["personalized"]["agents"]
     assert [agent["updates"] for agent in agents] == [UPDATES] * N
     assert all(agent["epsilon_sum"] == pytest.approx(EPSILON) and agent["within_budget"] for agent in agents)

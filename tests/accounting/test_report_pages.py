@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
+from coordinator_tools.audit import figures
 from coordinator_tools.audit.checks import UNDERCOUNT_CHECK, loss_checks
 from coordinator_tools.audit.figures import FIGURES, colorbar_ticks, observer_curves, tick_label, write_figures
 from coordinator_tools.audit.html import PAGE_FILE, write_html
@@ -25,7 +26,7 @@ from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
 from coordinator_tools.audit.protocols.rw_sgd import walk_facts
-from coordinator_tools.audit.report import Report, build_report, write_report
+from coordinator_tools.audit.report import MEAN_RULE, Report, build_report, write_report
 from coordinator_tools.audit.sentences import utility_sentence
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
@@ -73,8 +74,8 @@ def test_the_page_says_what_the_numbers_mean(tmp_path: Path) -> None:
     page = write_html(report, tmp_path, write_figures(report, tmp_path, tmp_path)).read_text()
     undercount = next(check for check in report["checks"] if check["name"] == UNDERCOUNT_CHECK)
     assert undercount["ok"] and undercount["level"] == "warning"
-    assert (f'<tr class="warning"><td><span class="warning">⚠ warning</span></td><td>{UNDERCOUNT_CHECK}</td>'
-            in page)
+    assert ('<tr class="warning"><td><span class="warning">⚠ warning</span></td><td>the paper&#x27;s bound '
+            f"undercounts {2 * 8} pairs <small>({UNDERCOUNT_CHECK})</small></td>") in page  # named for its finding
     assert '<span class="ok">pass</span></td><td>exact &lt;= LDP' in page  # a real pass stays green
     assert (f"the paper&#x27;s closed-form bound undercounts {2 * 8} of {8 * 7} pairs (by up to 3×): it is not an "
             "upper bound here") in page
@@ -88,6 +89,45 @@ def test_the_page_says_what_the_numbers_mean(tmp_path: Path) -> None:
     assert "largest ε 7.756 over 3 pairs." in page  # the model attack's; no replay count: no limit to state
     assert "planted no canaries" not in page  # a plan tests no run
     assert "<h2>Faults</h2>" not in page  # a plan has no logs
+
+
+def test_the_page_leads_with_the_mean_against_local_dp_and_eps_by_hop_distance(tmp_path: Path) -> None:
+    """The headline and the loss-by-hop figure come before the run's metadata and the checks; identical observers
+    share one summary row."""
+    written = sample_report(simulation=False)
+    write_report(written, tmp_path)
+    report = written.document
+    page = write_html(report, tmp_path, write_figures(report, tmp_path, tmp_path)).read_text()
+    order = [page.index(marker) for marker in ("<h2>Headline</h2>", f'src="{FIGURES["loss_vs_hops"]}"',
+                                               "<h2>Run</h2>", "<h2>Checks</h2>", "<h2>Summary</h2>",
+                                               "<h2>Figures</h2>")]
+    assert order == sorted(order) and page.count(f'src="{FIGURES["loss_vs_hops"]}"') == 1
+    pairs = read_pairs(tmp_path, ["hop_distance", "exact_eps_upper", "ldp_eps"])
+    mean, ldp = pairs["exact_eps_upper"].mean(), pairs["ldp_eps"].mean()
+    worst = max(report["summary"]["mean_eps_per_observer"]["exact_upper"])
+    assert (f"Mean exact ε at δ = 1e-05 over 56 pairs: {mean:.4g}, against local DP's {ldp:.4g} at the same "
+            f"noise ({mean / ldp:.2f}x of it); the worst observer's mean {MEAN_RULE}: {worst:.4g}.") in page
+    one_hop = pairs["exact_eps_upper"][pairs["hop_distance"] == 1]
+    assert (f"<tr><td>1</td><td>16</td><td>{one_hop.mean():.4g}</td><td>{one_hop.max():.4g}</td>"
+            f"<td>{one_hop.mean() / pairs['ldp_eps'][pairs['hop_distance'] == 1].mean():.2f}x</td></tr>") in page
+    rows = page[page.index("<h2>Summary</h2>"):page.index("Baselines at the same noise")].count("<tr><td>")
+    assert rows < 8 and "observers with identical values in one row" in page  # 8 observers, fewer distinct rows
+
+
+def test_the_loss_by_hop_figure_marks_a_distance_whose_loss_is_zero() -> None:
+    """A log axis cannot place 0: the distance still shows, as a marker on the floor named for it."""
+    report = sample_report(simulation=False).document
+    hops = np.repeat([1.0, 2.0, 3.0], 4)
+    exact = np.array([2.0, 2.0, 3.0, 3.0, 0.5, 0.5, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    figure = figures._loss_vs_hops(report, {"hop_distance": hops, "exact_rdp_upper": exact, "exact_eps_upper": exact})
+    rdp_axis = figure.axes[0]
+    labels = rdp_axis.get_legend_handles_labels()[1]
+    assert "exact: 0 at this distance" in labels
+    zero = next(c for c in rdp_axis.collections if c.get_label() == "exact: 0 at this distance")
+    assert zero.get_offsets().tolist() == [[3.0, figures.ZERO_MARK_HEIGHT]]  # distance 3, on the axis' floor
+    assert rdp_axis.get_xlim() == (0.5, 3.5)
+    bars = next(line for line in rdp_axis.lines if line.get_label() == "exact" or line.get_marker() == "o")
+    assert bars.get_ydata().tolist() == pytest.approx([2.5, 0.5])  # distance 2's mean counts its pair at 0
 
 
 def test_the_heatmaps_colour_bar_is_labelled_readably_at_every_range() -> None:
@@ -127,8 +167,8 @@ def test_report_figures_redraw_from_the_saved_document(tmp_path: Path) -> None:
     reloaded = json.loads(json_path.read_text())
     figures = write_figures(reloaded, tmp_path / "again", tmp_path)
     assert all(path.read_bytes().startswith(PNG_SIGNATURE) for path in figures.values())
-    page = write_html(reloaded, tmp_path / "again", figures).read_text()
-    assert "Simulation sampler" not in page
+    page = write_html(reloaded, tmp_path / "again", figures, report_dir=tmp_path).read_text()
+    assert "Simulation sampler" not in page and "<h2>Headline</h2>" in page
 
 
 def learning_report() -> Report:

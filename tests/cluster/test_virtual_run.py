@@ -38,7 +38,8 @@ def test_a_virtual_64_node_muffliato_run_goes_through_netdp_run_and_audits_clean
             "--sampler", "simulation", "--sim-seed", "5"]
     assert main(argv) == 0
     said = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
-    assert said.startswith("64/64 nodes finished; logs and estimates in")
+    assert said.startswith("node processes up: 1/1")  # progress as plain lines: the output is no terminal
+    assert "local steps started: " in said and "64/64 nodes finished; logs and estimates in" in said
     summary = json.loads((rundir / "run.json").read_text())
     assert (summary["n"], summary["sampler"], summary["tls"], summary["timed_out"]) == (64, "simulation", False, False)
     assert all(node["exit_code"] == 0 and node["finished"] and node["rounds_started"] == 6

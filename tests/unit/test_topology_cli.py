@@ -106,7 +106,7 @@ def test_kind_specific_options_reach_the_generator(tmp_path: Path, capsys: pytes
         (("ring", "--n", "6", "--radius", "0.2"), "ring does not take radius"),
         (("ring", "--n", "6", "--sigma", "0"), "pass the number of rounds explicitly"),
         (("hypercube", "--n", "8", "--weighting", "min_degree"), "does not converge"),
-        (("ring", "--n", "6", "--alpha", "0.5"), "field 'alpha'"),
+        (("ring", "--n", "6", "--alpha", "0.5"), "argument --alpha"),
         (("ring", "--n", "6", "--run-id", "bad id!"), "field 'run_id'"),
         (("ring", "--n", "6", "--base-port", "65534"), "field 'nodes.2.address'"),
     ],
@@ -258,7 +258,7 @@ def test_import_takes_a_protocol_too(tmp_path: Path, capsys: pytest.CaptureFixtu
          "--tick-rate is not an option of protocol muffliato"),
         (("--protocol", "muffliato-async",), "give exactly one of 'exchanges' (ticks per node) and 'duration_s'"),
         (("--protocol", "muffliato-async", "--exchanges", "5", "--duration", "1"), "give exactly one of"),
-        (("--protocol", "muffliato-async", "--exchanges", "0"), "field 'exchanges'"),
+        (("--protocol", "muffliato-async", "--exchanges", "0"), "argument --exchanges"),
     ],
 )
 def test_options_of_another_protocol_are_refused(

@@ -119,12 +119,12 @@ def _arc_self_loop(raw: dict) -> None:
         (_duplicate_edge, "is listed twice"),
         (_overweight_node, "weights of node 0 sum to"),
         (_bad_sigma, "field 'protocol.sigma'"),
-        (_unknown_field, "field 'coordinator': Extra inputs are not permitted"),
+        (_unknown_field, "unknown field 'coordinator'"),
         (_unknown_protocol,
          "field 'protocol': unknown name 'gossip-9000'; known: 'decor', 'muffliato', 'muffliato-async'"),
         (_async_without_stopping_rule, "field 'protocol': give exactly one of 'exchanges'"),
         (_async_bad_tick_rate, "field 'protocol.tick_rate': Input should be greater than 0"),
-        (_sync_field_in_async, "field 'protocol.rounds': Extra inputs are not permitted"),
+        (_sync_field_in_async, "unknown field 'protocol.rounds'"),
         (_bad_schedule_kind, "field 'schedule': unknown kind 'barabasi_albert'; known: 'fixed', 'erdos_renyi'"),
         (_bad_schedule_p, "field 'schedule.p'"),
         (_arc_self_loop, "field 'arcs.0': arc 2 -> 2 is a self-loop"),
@@ -177,3 +177,21 @@ def test_an_async_topology_round_trips(tmp_path: Path) -> None:
     save_topology(topology, path)
     assert load_topology(path) == topology
     assert load_topology(path).protocol == protocol
+
+
+@pytest.mark.parametrize(("where", "typo", "message"), [
+    ("protocol", "sigma", "unknown field 'protocol.sigmaa' (did you mean 'sigma'?) (and 1 more problem)"),
+    ("network", "round_deadline_s", "unknown field 'network.round_deadline_ss' (did you mean 'round_deadline_s'?)"),
+    (None, "graph_seed", "unknown field 'graph_seedd' (did you mean 'graph_seed'?)"),
+])
+def test_a_misspelt_field_is_named_first_with_the_field_it_is_closest_to(where: str | None, typo: str, message: str,
+                                                                        tmp_path: Path) -> None:
+    path = tmp_path / "topology.json"
+    save_topology(make_topology(), path)
+    document = json.loads(path.read_text())
+    block = document if where is None else document[where]
+    block[typo + typo[-1]] = block.pop(typo)
+    path.write_text(json.dumps(document))
+    with pytest.raises(ConfigError) as caught:
+        load_topology(path)
+    assert str(caught.value) == f"{path}: {message}"
