@@ -1,0 +1,80 @@
+"""`netdp compare --designs`: every design at the same target, designs.csv's columns, and the one-line refusals."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from coordinator_tools.audit.plan import PlanOptions, Target, summarize
+from coordinator_tools.audit.protocols import auditor_named
+from coordinator_tools.cli import main
+from coordinator_tools.compare import designs
+from coordinator_tools.compare.designs import COLUMNS, DesignSetup, baseline_rows, calibrated, chosen_designs
+from coordinator_tools.topology.generators import generate
+from node.errors import ConfigError
+from node.protocols.decor import DecorParams
+
+TARGET = 1.0
+
+
+def setup(rule: str = "mean") -> DesignSetup:
+    return DesignSetup(graph=generate("hypercube", n=8), graph_name="hypercube",
+                       target=Target(TARGET, rule), dimension=4)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("rule", ["mean", "worst"])
+def test_the_baselines_meet_the_target_and_central_is_n_times_better(rule: str) -> None:
+    rows = {r["design"]: r for design in ("ldp", "central") for r in baseline_rows(setup(rule), design, ["x"])}
+    for r in rows.values():
+        assert float(r[f"{rule}_eps"]) == pytest.approx(TARGET, rel=1e-3)  # type: ignore[arg-type]
+        assert float(r[f"{rule}_eps"]) <= TARGET * (1 + 1e-9)  # type: ignore[arg-type]
+    # the same ε per pair, so local DP's σ² is n times central's per-node σ²: MSE n times larger
+    assert float(rows["ldp"]["utility"]) / float(rows["central"]["utility"]) == pytest.approx(8, rel=1e-3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("design", ["muffliato", "decor"])
+@pytest.mark.parametrize("rule", ["mean", "worst"])
+def test_a_protocol_design_is_calibrated_to_the_same_target(design: str, rule: str) -> None:
+    shared = setup(rule)
+    params = calibrated(shared, design)
+    topology = shared.topology(params, run_id="check")
+    losses = auditor_named(design).plan(topology, PlanOptions(delta=shared.delta)).losses
+    assert summarize(losses.exact_eps_upper, rule) == pytest.approx(TARGET, rel=1e-3)  # type: ignore[arg-type]
+
+
+def test_decor_averages_with_noise_in_round_zero_and_mixes_its_pairwise_terms_out() -> None:
+    params = setup().params("decor", 1.0)
+    assert isinstance(params, DecorParams) and params.noisy_rounds == 1
+    # 3-cube, Metropolis: |λ| = 1/2 beside 1; 3 · 30² · 4^-T ≤ 0.01 / 8 needs 4^T ≥ 2.16e6: T = 11
+    assert params.rounds == 1 + 11
+
+
+def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, ldp, central"):
+        chosen_designs(["decor", "zero-sum"], "averaging")
+    with pytest.raises(ConfigError, match="nosuch is no design"):
+        chosen_designs(["nosuch"], "averaging")
+    with pytest.raises(ConfigError, match="--task learning: no design runs learning yet"):
+        chosen_designs(["decor"], "learning")
+    assert chosen_designs(["decor", "central", "decor"], "averaging") == ("decor", "central")
+
+
+def test_compare_designs_writes_one_row_per_design_and_threat_model(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    assert main(["compare", "--designs", "decor,central", "--graph", "ring", "--n", "4", "--dimension", "8",
+                 "--virtual", "--sampler", "simulation", "--seed", "5", "--data-seed", "1", "--out", str(out)]) == 0
+    with (out / designs.CSV_FILE).open() as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames or ()) == COLUMNS
+        rows = list(reader)
+    assert [(r["design"], r["threat_model"]) for r in rows] == [
+        ("decor", "curious-observer"), ("decor", "eavesdropper"),
+        ("central", "curious-observer"), ("central", "eavesdropper")]
+    assert {r["utility_kind"] for r in rows} == {"mse"}
+    decor = rows[0]
+    assert float(decor["mean_eps"]) == pytest.approx(TARGET, rel=1e-3)
+    assert float(rows[1]["mean_eps"]) <= float(decor["mean_eps"])  # an outsider holds no secret
+    assert 0 < float(decor["utility"]) < 10 * float(rows[2]["utility"])
+    assert (out / "designs.png").stat().st_size > 0 and (out / designs.JSON_FILE).exists()
