@@ -125,12 +125,15 @@ def _designs_command(args: argparse.Namespace) -> int:
         graph, name = edge_list.graph, f"file:{args.topology.name}"
     else:
         n = args.n if "n" in GENERATORS[args.graph].parameters else None
-        graph, name = generate(args.graph, n=n, seed=args.graph_seed if GENERATORS[args.graph].seeded else None), \
-            args.graph
+        with config_errors():  # a bad --n is refused in one line, before anything is written
+            graph = generate(args.graph, n=n, seed=args.graph_seed if GENERATORS[args.graph].seeded else None)
+        name = args.graph
     if not nx.is_connected(graph):
         raise ConfigError(f"the {name} graph is not connected: no design averages over it")
     if args.dimension < 1:
         raise ConfigError(f"--dimension must be at least 1, got {args.dimension}")
+    if not args.target_eps > 0:
+        raise ConfigError(f"--target-eps must be above 0, got {args.target_eps:g}")
     setup = designs.DesignSetup(graph=graph, graph_name=name, target=Target(args.target_eps, args.target),
                                 dimension=args.dimension)
     out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
@@ -175,13 +178,13 @@ def _designs_command(args: argparse.Namespace) -> int:
 
 
 def _compare_command(args: argparse.Namespace) -> int:
+    if args.seed is not None and args.sampler != "simulation":
+        raise ConfigError("--seed only goes with --sampler simulation")
     if args.designs is not None:
         return _designs_command(args)
     if args.target != "mean" or args.virtual or args.topology is not None:
         raise ConfigError("--target worst, --virtual and --topology go with --designs")
     started = time.monotonic()
-    if args.seed is not None and args.sampler != "simulation":
-        raise ConfigError("--seed only goes with --sampler simulation")
     n = args.n if "n" in GENERATORS[args.graph].parameters else None
     with config_errors():  # a bad flag is refused in one line, before any calibration or run
         setup = CompareSetup(graph=args.graph, n=n, graph_seed=args.graph_seed, dataset=args.dataset,

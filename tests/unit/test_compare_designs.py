@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 from pathlib import Path
 
@@ -10,8 +11,16 @@ import pytest
 from coordinator_tools.audit.plan import PlanOptions, Target, summarize
 from coordinator_tools.audit.protocols import auditor_named
 from coordinator_tools.cli import main
+from coordinator_tools.cluster.demo_protocols import DECOR
 from coordinator_tools.compare import designs
-from coordinator_tools.compare.designs import COLUMNS, DesignSetup, baseline_rows, calibrated, chosen_designs
+from coordinator_tools.compare.designs import (
+    COLUMNS,
+    DesignSetup,
+    baseline_rows,
+    calibrated,
+    chosen_designs,
+    mixing_rounds,
+)
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from node.protocols.decor import DecorParams
@@ -78,3 +87,25 @@ def test_compare_designs_writes_one_row_per_design_and_threat_model(tmp_path: Pa
     assert float(rows[1]["mean_eps"]) <= float(decor["mean_eps"])  # an outsider holds no secret
     assert 0 < float(decor["utility"]) < 10 * float(rows[2]["utility"])
     assert (out / "designs.png").stat().st_size > 0 and (out / designs.JSON_FILE).exists()
+
+
+def test_the_decor_demo_runs_the_averaging_design() -> None:
+    graph = generate("hypercube", n=16)
+    args = argparse.Namespace(sigma=0.5, sensitivity=None, alpha=2.0, dimension=None, rounds=None)
+    params = DECOR.params(args, graph)
+    assert (params.noisy_rounds, params.sigma_cor_ratio, params.rounds) == (1, 30.0, 1 + mixing_rounds(graph))
+    assert DECOR.params(argparse.Namespace(**{**vars(args), "rounds": 5}), graph).rounds == 5
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--designs", "decor", "--graph", "hypercube", "--n", "6"], "hypercube needs n a power of 2, got n = 6"),
+    (["--designs", "decor", "--target-eps", "0"], "--target-eps must be above 0, got 0"),
+    (["--designs", "secure-neighbourhood"], "secure-neighbourhood is not implemented yet"),
+    (["--target", "worst"], "--target worst, --virtual and --topology go with --designs"),
+])
+def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(
+        flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", *flags, "--out", str(tmp_path / "c")]) != 0
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error
+    assert not (tmp_path / "c").exists()
