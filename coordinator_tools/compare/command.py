@@ -113,6 +113,25 @@ def print_tables(document: dict[str, object]) -> None:
     CONSOLE.print(hops)
 
 
+def print_designs(rows: list[dict[str, object]], title: str, choices: list[str]) -> None:
+    """designs.csv as a table, with each MSE over central DP's under the same threat model, then the choices."""
+    table = Table(title=title)
+    for column in designs.COLUMNS[:-1]:
+        table.add_column(column, justify="right")
+    central = {r["threat_model"]: float(r["utility"]) for r in rows if r["design"] == "central"}  # type: ignore[arg-type]
+    if central:
+        table.add_column("MSE / central", justify="right")
+    for r in rows:
+        cells = [str(r["design"]), str(r["threat_model"]), *(f"{float(r[c]):.4g}" for c in  # type: ignore[arg-type]
+                                                            ("mean_eps", "worst_eps", "utility"))]
+        if central:
+            cells.append(f"{float(r['utility']) / central[r['threat_model']]:.2f}")  # type: ignore[arg-type]
+        table.add_row(*cells)
+    CONSOLE.print(table)
+    for line in choices:
+        CONSOLE.print(f"- {line}", highlight=False)
+
+
 def _designs_command(args: argparse.Namespace) -> int:
     """`netdp compare --designs`: calibrate, run and audit each design; designs.csv, designs.json, designs.png."""
     started = time.monotonic()
@@ -158,21 +177,7 @@ def _designs_command(args: argparse.Namespace) -> int:
         {"graph": name, "n": setup.n, "task": args.task, "data_seed": seed, "dimension": setup.dimension,
          "target": {"rule": args.target, "eps": args.target_eps, "delta": setup.delta}, "rows": rows,
          "notes": choices, "wall_time_s": time.monotonic() - started}, indent=2) + "\n")
-    table = Table(title=title)
-    for column in designs.COLUMNS[:-1]:
-        table.add_column(column, justify="right")
-    central = {r["threat_model"]: float(r["utility"]) for r in rows if r["design"] == "central"}  # type: ignore[arg-type]
-    if central:
-        table.add_column("MSE / central", justify="right")
-    for r in rows:
-        cells = [str(r["design"]), str(r["threat_model"]), *(f"{float(r[c]):.4g}" for c in  # type: ignore[arg-type]
-                                                            ("mean_eps", "worst_eps", "utility"))]
-        if central:
-            cells.append(f"{float(r['utility']) / central[r['threat_model']]:.2f}")  # type: ignore[arg-type]
-        table.add_row(*cells)
-    CONSOLE.print(table)
-    for line in choices:
-        CONSOLE.print(f"- {line}", highlight=False)
+    print_designs(rows, title, choices)
     CONSOLE.print(f"wrote {path}, {out / designs.JSON_FILE} and {out / figures.DESIGNS_FIGURE}", highlight=False)
     return 0
 
