@@ -228,7 +228,8 @@ def _compare_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     compare = subparsers.add_parser(
-        "compare", help="random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps (real runs)")
+        "compare", help="random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps, or noise designs "
+        "for averaging (--designs) at the same target (real runs)")
     compare.add_argument("--graph", default="hypercube", choices=tuple(GENERATORS),
                          help="graph kind both protocols run on (default hypercube: the papers' exponential graph)")
     compare.add_argument("--n", type=int, default=16, help="number of nodes (default 16; a named graph fixes it)")
