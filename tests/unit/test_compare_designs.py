@@ -109,3 +109,13 @@ def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error
     assert not (tmp_path / "c").exists()
+
+
+def test_an_edge_list_must_be_unweighted_and_connected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    weighted, split = tmp_path / "weighted.txt", tmp_path / "split.txt"
+    weighted.write_text("0 1 0.5\n1 2 0.5\n")
+    split.write_text("0 1\n2 3\n")
+    for edges, message in ((weighted, "give an unweighted edge list"), (split, "graph is not connected")):
+        assert main(["compare", "--designs", "decor", "--topology", str(edges), "--out", str(tmp_path / "c")]) != 0
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
