@@ -1,8 +1,9 @@
-"""The comparison's figures: mean ε by hop distance (as ICML 2024 Fig. 1) and test accuracy over steps."""
+"""The comparison's figures: mean ε by hop distance (as ICML 2024 Fig. 1), test accuracy over steps, and the
+noise designs' utility against ε."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -16,6 +17,7 @@ from coordinator_tools.compare.setup import GOSSIP, WALK  # noqa: E402
 
 LOSS_FIGURE = "loss_vs_hops.png"
 ACCURACY_FIGURE = "accuracy.png"
+DESIGNS_FIGURE = "designs.png"
 COLOURS = {GOSSIP: "tab:blue", WALK: "tab:orange"}
 LABELS = {GOSSIP: "gossip (Muffliato-GD)", WALK: "random walk"}
 # (column, line style, label suffix): the column each protocol is compared by is drawn solid.
@@ -79,3 +81,25 @@ def _save(figure: plt.Figure, path: Path) -> Path:
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def designs(rows: Sequence[Mapping[str, object]], title: str, out: Path) -> Path:
+    """Utility against mean and worst-pair ε, one row of panels per threat model, one colour per design."""
+    models = list(dict.fromkeys(str(r["threat_model"]) for r in rows))
+    colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(str(r["design"]) for r in rows))}
+    figure, axes = plt.subplots(len(models), 2, figsize=(10, 3.8 * len(models)), squeeze=False, sharey=True)
+    for axis_row, model in zip(axes, models):
+        for axis, column in zip(axis_row, ("mean_eps", "worst_eps")):
+            for r in rows:
+                if r["threat_model"] == model:
+                    x, y = float(r[column]), float(r["utility"])  # type: ignore[arg-type]
+                    axis.scatter(x, y, s=40, color=colours[str(r["design"])])
+                    axis.annotate(str(r["design"]), (x, y), textcoords="offset points", xytext=(5, 3), fontsize=8)
+            axis.set_xlim(0, 1.15 * max(float(r[column]) for r in rows))  # type: ignore[arg-type]
+            axis.set_yscale("log")
+            axis.set_xlabel(f"{column.replace('_eps', '')} pairwise epsilon")
+            axis.set_ylabel(f"{rows[0]['utility_kind']} (per coordinate)")
+            axis.set_title(model, fontsize=9)
+            axis.grid(True, which="major", alpha=0.3)
+    figure.suptitle(title, fontsize=10)
+    return _save(figure, out / DESIGNS_FIGURE)

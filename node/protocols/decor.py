@@ -9,7 +9,15 @@ y_v^t = x_v^t + η_v^t + Σ_j s_vj v_e^t (s = +1 at the lower end of the edge, �
 to every neighbour and mixes with its own noisy value:
 x_v^{t+1} = W_vv y_v^t + Σ_w W_vw y_w^t (a neighbour dropped for the round gives its weight to
 W_vv). With doubly stochastic W the pairwise terms cancel in the network's sum, which every
-round moves by Σ_v η_v^t alone.
+noisy round moves by Σ_v η_v^t alone.
+
+Noisy rounds: the paper draws both noises every round (`noisy_rounds` unset), which learning
+needs (every step releases a fresh gradient). For averaging that costs utility and buys little
+privacy: every round's mean noise stays in the network's mean (MSE T·σ²/n), while only the first
+round's protects x against an observer of the running mean. With `noisy_rounds` = k the node
+draws in rounds 0..k−1 only and then gossips its value as is: the mean's error is k·σ²/n, and the
+remaining rounds mix the pairwise terms out (they shrink as λ₂^t), so with a large σ_cor a curious
+node that does not hold an edge's secret still sees its neighbours' values hidden by it.
 
 Private log: the input, every η_v^t (purpose NOISE_PURPOSE, step t), every agreed secret, and
 each edge's draw v_e^t as the lower end adds it (purpose PAIRWISE_PURPOSE, step t·n + the
@@ -21,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from node.data import clip_to_ball
 from node.pairwise_secrets import PairwiseAgreement, PairwiseSecret, edge_sign
@@ -51,7 +59,21 @@ class DecorParams(NoisyVectorParams):
     sensitivity: float = Field(1.0, gt=0.0, description="l2 sensitivity; inputs are clipped to norm sensitivity/2")
     sigma_cor_ratio: float = Field(1.0, ge=0.0, description="std of each edge's pairwise-cancelling noise, every "
                                    "round, as a multiple of sigma (sigma_cor = ratio x sigma)")
-    rounds: int = Field(10, ge=1, description="gossip rounds T, each with fresh independent and pairwise draws")
+    rounds: int = Field(10, ge=1, description="gossip rounds T")
+    noisy_rounds: int | None = Field(None, ge=1, description="the first rounds that draw fresh independent and "
+                                     "pairwise noise; the others gossip without noise (none: every round, the "
+                                     "paper's)", exclude_if=lambda count: count is None)
+
+    @model_validator(mode="after")
+    def _noisy_rounds_within_rounds(self) -> DecorParams:
+        if self.noisy_rounds is not None and self.noisy_rounds > self.rounds:
+            raise ValueError(f"noisy_rounds {self.noisy_rounds} exceeds rounds {self.rounds}")
+        return self
+
+    @property
+    def drawing_rounds(self) -> int:
+        """How many rounds, from round 0, draw noise."""
+        return self.rounds if self.noisy_rounds is None else self.noisy_rounds
 
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """The key agreement and every round waiting their deadlines twice over (`netdp run`'s time limit)."""
@@ -59,7 +81,7 @@ class DecorParams(NoisyVectorParams):
 
 
 class DecorNode:
-    """One node's part: agree the pairwise secrets, clip, then T rounds of noisy sends and mixing."""
+    """One node's part: agree the pairwise secrets, clip, then T rounds of sends (noisy in the first) and mixing."""
 
     def __init__(self, context: ProtocolContext[DecorParams], value: np.ndarray) -> None:
         self._context = context
@@ -75,8 +97,11 @@ class DecorNode:
         row = context.topology.weight_row(context.node_id)
         for t in range(params.rounds):
             await context.step_started(t)
-            noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-            sent = noisy + await self._pairwise(secrets, t, value.size)
+            if t < params.drawing_rounds:
+                noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
+                sent = noisy + await self._pairwise(secrets, t, value.size)
+            else:
+                sent = value
             received = await self._rounds.exchange(t, sent)
             value = mix(sent, received, row, context.node_id)
         return NodeOutput(value, params.rounds)

@@ -19,7 +19,7 @@ from coordinator_tools.audit.protocols.decor import AUDITOR
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from node.codec import from_tensor
 from node.pairwise_secrets import SECRET_PURPOSE, edge_sign
-from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, pairwise_step
+from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, DecorParams, pairwise_step
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 
 ROUNDS = 3
@@ -117,3 +117,43 @@ def test_exact_column_by_hand_on_a_three_node_path() -> None:
     np.testing.assert_allclose(observer, [[np.nan, 1.0, 0.0], [0.5, np.nan, 0.5], [0.0, 1.0, np.nan]], atol=1e-12)
     eavesdropper = view_geometry(model, ThreatModel(eavesdropper=True)).upper
     np.testing.assert_allclose(eavesdropper[[1, 2], 0], [1 / 2, 5 / 8], atol=1e-12)
+
+
+@pytest.mark.parametrize("ratio", [1.0, 3.0])
+def test_noise_in_round_zero_only_by_hand_on_a_three_node_path(ratio: float) -> None:
+    # Round 0 as above with σ_cor = r σ; round 1 sends x¹ = W y⁰ without noise (Metropolis: W = [[2,1,0],[1,1,1],
+    # [0,1,2]] / 3). Node 0 knows x0, η0 and a: y1⁰ − (−a) = z1 + b and 3 y1¹ − z0 = z1 + z2 (z = x + η), noise
+    # covariance [[1 + r², 1], [1, 2]], so p = eᵀ Cov⁻¹ e = (1 + r²)/(1 + 2r²) for u = 1 (e = (1, 1)) and for u = 2
+    # (e = (0, 1)). Node 1 holds both secrets: p = 1. An eavesdropper's round 1 is W times its round 0: nothing new.
+    topology = api.topology(nx.path_graph(3), protocol="decor", sigma=1.0, sigma_cor_ratio=ratio, rounds=2,
+                            noisy_rounds=1, dimension=1, alpha=2.0, sensitivity=1.0, run_id="decor-path")
+    model = AUDITOR.linear_model(planned_transcript(topology, rounds=2, accelerated=False))
+    assert model.noise.shape[1] == 3 + 2  # round 0's draws only: three nodes' η and two edges'
+    p = (1 + ratio**2) / (1 + 2 * ratio**2)
+    np.testing.assert_allclose(view_geometry(model).upper, [[np.nan, 1.0, p], [p, np.nan, p], [p, 1.0, np.nan]],
+                               atol=1e-12)
+    one_round = api.topology(nx.path_graph(3), protocol="decor", sigma=1.0, sigma_cor_ratio=ratio, rounds=1,
+                             dimension=1, alpha=2.0, sensitivity=1.0, run_id="decor-path")
+    outsider = ThreatModel(eavesdropper=True)
+    np.testing.assert_allclose(
+        view_geometry(model, outsider).upper,
+        view_geometry(AUDITOR.linear_model(planned_transcript(one_round, rounds=1, accelerated=False)), outsider).upper,
+        atol=1e-12)
+
+
+def test_a_run_with_noise_in_round_zero_only_moves_the_sum_once_and_audits(tmp_path: Path) -> None:
+    topology = api.topology("ring", 4, protocol="decor", sigma=0.5, sigma_cor_ratio=10.0, rounds=6, noisy_rounds=1,
+                            dimension=DIMENSION, alpha=8.0, run_id="decor-once")
+    values = np.random.default_rng(1).uniform(-0.25, 0.25, size=(4, DIMENSION))
+    run = api.run(topology, api.write_data(values, tmp_path / "data"), tmp_path / "run", seed=3).check()
+    independent = [draws(run.rundir / f"node-{v}", NOISE_PURPOSE) for v in range(4)]
+    assert all(sorted(d) == [0] for d in independent)  # one draw each, in round 0
+    np.testing.assert_allclose(run.estimates.to_numpy().sum(axis=0),
+                               values.sum(axis=0) + np.sum([d[0] for d in independent], axis=0), atol=1e-12)
+    audit = api.audit(run, tmp_path / "audit", with_private_logs=True, attack_pairs="none")
+    assert audit.ok, audit.checks[~audit.checks.ok]
+
+
+def test_noisy_rounds_cannot_exceed_the_rounds() -> None:
+    with pytest.raises(ValueError, match="noisy_rounds 4 exceeds rounds 3"):
+        DecorParams(sigma=1.0, alpha=2.0, dimension=1, rounds=3, noisy_rounds=4)

@@ -24,7 +24,7 @@ from coordinator_tools.audit.pairs_file import read_pairs
 from coordinator_tools.audit.protocols.personalized_cd.canary_model import canary_model
 from coordinator_tools.audit.protocols.personalized_cd.run import BroadcastRun
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
-from coordinator_tools.personalized_task import generate_task, task_topology, write_task
+from coordinator_tools.dataprep.personalized_task import generate_task, task_topology, write_task
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.learning import LocalData

@@ -4,7 +4,8 @@ With P^t the realized mixing of round t (drop-outs moved to the diagonal), every
 y^t = x^t + η^t + C v^t, C the n × |E| signed incidence (+1 at an edge's lower end, −1 at its
 higher), and x^{t+1} = P^t y^t (a node mixes its own noisy value; one that stopped keeps x). Each
 v_e^t is one column of the linear-Gaussian core held by both ends of e, at scale σ_cor/σ = the
-published ratio: a curious node knows the draws on its own edges, a coalition those on any
+published ratio; with `noisy_rounds` = k only rounds 0..k−1 have draws (columns), the later values
+are mixtures of earlier ones. A curious node knows the draws on its own edges, a coalition those on any
 member's edges, an eavesdropper none (`views`). The paper's SecLDP accountant is not one of the
 report's columns (no paper column): the exact column is computed under every threat model.
 
@@ -53,25 +54,28 @@ class DecorAuditor(LinearRoundAuditor):
 
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
         n, rounds, pairs = run.n, run.rounds, edges(run.topology)
+        params = decor_params(run.topology)
+        noisy = min(rounds, params.drawing_rounds)
         width = n + len(pairs)
         incidence = np.zeros((n, len(pairs)))
         for k, (i, j) in enumerate(pairs):
             incidence[i, k], incidence[j, k] = 1.0, -1.0
-        ratio = decor_params(run.topology).sigma_cor_ratio
+        ratio = params.sigma_cor_ratio
         draws: list[tuple[int, int]] = []
         holders: list[tuple[int, ...]] = []
         purposes: list[str] = []
-        for t in range(rounds):
+        for t in range(noisy):
             draws += [(v, t) for v in range(n)] + [(i, pairwise_step(t, j, n)) for i, j in pairs]
             holders += [(v,) for v in range(n)]
             holders += pairs
             purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
-        state_inputs, state_noise = np.eye(n), np.zeros((n, width * rounds))
+        state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
         rows: dict[Message, tuple[np.ndarray, np.ndarray]] = {}
         for t in range(rounds):
             sent_noise = state_noise.copy()
-            sent_noise[:, t * width:t * width + n] += np.eye(n)
-            sent_noise[:, t * width + n:(t + 1) * width] += incidence
+            if t < noisy:
+                sent_noise[:, t * width:t * width + n] += np.eye(n)
+                sent_noise[:, t * width + n:(t + 1) * width] += incidence
             rows.update({(w, t): (state_inputs[w], sent_noise[w]) for w in range(n)})
             mixing = np.zeros((n, n))
             stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
@@ -86,8 +90,8 @@ class DecorAuditor(LinearRoundAuditor):
             following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
             state_noise = following
         inputs = np.array([rows[m][0] for m in messages]).reshape(len(messages), n)
-        noise = np.array([rows[m][1] for m in messages]).reshape(len(messages), width * rounds)
-        scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), rounds)
+        noise = np.array([rows[m][1] for m in messages]).reshape(len(messages), width * noisy)
+        scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
         return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
