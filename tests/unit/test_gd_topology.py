@@ -77,7 +77,7 @@ def test_sensitivity_is_derived_from_clip_adjacency_and_batch(
         ((), "replace-one adjacency with full-batch gradients needs --sensitivity or --batch"),
         (("--adjacency", "example", "--clip", "2"), "needs --sensitivity or --batch"),
         (("--batch", "2", "--sensitivity", "0.5"), "sensitivity 0.5 is below 1, the bound that clip 1 gives"),
-        (("--gossip-rounds", "0", "--batch", "2"), "field 'gossip_rounds'"),
+        (("--gossip-rounds", "0", "--batch", "2"), "argument --gossip-rounds: Input should be greater than or equal"),
     ],
 )
 def test_bad_learning_parameters_are_one_line_errors(

@@ -96,7 +96,8 @@ def test_topology_generate_refuses_a_task_that_is_not_installed(tmp_path: Path,
     code, _, err = run(capsys, "topology", "generate", "ring", "--n", "4", "--protocol", "muffliato-gd", "--task",
                        "hinge", "--steps", "2", "--gossip-rounds", "1", "--batch", "4",
                        "--out", str(tmp_path / "t.json"))
-    assert_one_line_error(code, err, "field 'task': unknown learning task 'hinge'; registered: least_squares, logistic")
+    assert_one_line_error(code, err,
+                          "argument --task: unknown learning task 'hinge'; registered: least_squares, logistic")
 
 
 @pytest.mark.usefixtures("with_absolute")
