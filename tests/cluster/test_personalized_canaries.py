@@ -23,10 +23,11 @@ from node.topology import NetworkParams, save_topology
 
 pytestmark = pytest.mark.cluster
 N, P, CANARIES, BROKEN = 6, 3, 600, 3
-# Updates about 1/4 s apart; an agent waits at most STARTUP_S for a neighbour to come up (one whose process started
-# much earlier may have finished by then), so a late process costs seconds, not the default minute.
+# Updates about 1 s apart, so every agent is up before any finishes and each agent's broadcasts reach a neighbour
+# (on a loaded machine processes come up seconds apart; a broadcast nobody received carries no canary to check);
+# an agent waits at most STARTUP_S for a neighbour to come up, so a late process costs seconds, not a minute.
 PARAMS = PersonalizedCDParams(dimension=P, mu=1.0, lipschitz=0.3, max_examples=100, updates=4, epsilon=10.0,
-                              delta=1e-5, tick_rate=4.0)
+                              delta=1e-5, tick_rate=1.0)
 STARTUP_S = 5.0
 NOISE_CHECK = "noise in the run's messages is the published noise (canaries)"
 
