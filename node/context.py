@@ -10,7 +10,7 @@ uses, and the verbs `deliver` (returns once the receiver durably logged the mess
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Literal, TypeVar, cast, overload
 
@@ -241,6 +241,15 @@ class ProtocolContext(Generic[P]):
         """Deliver one message to several peers at once; fates are reported as they are known."""
         return await self._outbox.broadcast(to, message, policy, budget_s, wait_for_peer=wait_for_peer,
                                             on_fate=on_fate)
+
+    async def send_each(self, messages: Mapping[int, Message], policy: DeliveryPolicy, budget_s: float, *,
+                        wait_for_peer: bool = False, on_fate: FateCallback | None = None) -> dict[int, Delivery]:
+        """Deliver each peer its own message at once (a round value that differs per receiver, like a
+        zero-sum share); fates are reported as they are known, each message logged with its fate."""
+        sent = await asyncio.gather(*(self._outbox.broadcast((peer,), message, policy, budget_s,
+                                                             wait_for_peer=wait_for_peer, on_fate=on_fate)
+                                      for peer, message in sorted(messages.items())))
+        return {peer: delivery for deliveries in sent for peer, delivery in deliveries.items()}
 
     async def call(self, to: int, message: Message, timeout_s: float) -> Message:
         """A request and the peer's reply (raises node.transport.base.LinkError on failure)."""
