@@ -10,7 +10,7 @@ uses, and the verbs `deliver` (returns once the receiver durably logged the mess
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Literal, TypeVar, cast, overload
 
@@ -184,18 +184,21 @@ class ProtocolContext(Generic[P]):
 
     @overload
     def on(self, kind: str, handler: NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: Literal[False] = False, call_only: bool = False) -> None: ...
+           anonymous: Literal[False] = False, call_only: bool = False,
+           senders: Collection[int] | None = None) -> None: ...
 
     @overload
     def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool,
-           call_only: bool = False) -> None: ...
+           call_only: bool = False, senders: Collection[int] | None = None) -> None: ...
 
     def on(self, kind: str, handler: Handler | NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: bool = False, call_only: bool = False) -> None:
+           anonymous: bool = False, call_only: bool = False, senders: Collection[int] | None = None) -> None:
         """Take incoming messages of `kind` with `handler` (validated first, like every message);
         `anonymous`: the handler and the log never learn who sent them (it is handed None as the sender);
-        `call_only`: a request, refused when it comes one-way."""
-        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous, call_only))
+        `call_only`: a request, refused when it comes one-way; `senders`: the nodes that may send the kind,
+        if not the neighbours (a key agreement between nodes that share a neighbour)."""
+        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous, call_only,
+                                               None if senders is None else frozenset(senders)))
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's
