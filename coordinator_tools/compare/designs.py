@@ -15,6 +15,8 @@ Choices a reader should know (also in designs.json's `notes`):
   would stay in the network's mean and raise the MSE T-fold while protecting little more. Its
   pairwise noise is DECOR_RATIO × σ, and it gossips until the pairwise terms' residual MSE is at
   most MIX_SHARE of the mean's (|λ|^T from the gossip matrix's second-largest eigenvalue modulus).
+* secure-neighbourhood draws node noise every round, as Koskela & Kulkarni analyse it, for as many
+  rounds as the graph's diameter, with its default masks (MASK_RATIO σ): the mean keeps every round's noise.
 """
 
 from __future__ import annotations
@@ -37,17 +39,19 @@ from node.errors import ConfigError
 from node.mixing import metropolis_weight
 from node.protocols.decor import DecorParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
 from node.topology import ProtocolParams, Topology
 
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
-PROTOCOL_DESIGNS = ("muffliato", "decor")
+PROTOCOL_DESIGNS = ("muffliato", "decor", "secure-neighbourhood")
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
 CSV_FILE, JSON_FILE = "designs.csv", "designs.json"
 COLUMNS = ("design", "threat_model", "mean_eps", "worst_eps", "utility", "utility_kind")
 DECOR_RATIO = 30.0  # σ_cor / σ: at 30 the curious node's mean ε is within 2% of the n → ∞ limit (64-node hypercube)
 MIX_SHARE = 0.01  # the pairwise terms' residual MSE, at most this share of the mean's noise σ²/n
+MASK_RATIO = SecureNeighbourhoodParams.model_fields["mask_ratio"].default  # secure-neighbourhood's own default
 ALPHA = 2.0  # the published Rényi order: a label only, the exact column is a Gaussian (ε, δ)
 
 
@@ -91,6 +95,8 @@ class DesignSetup:
         common = dict(sigma=sigma, sensitivity=self.sensitivity, alpha=ALPHA, dimension=self.dimension)
         if design == "muffliato":
             return MuffliatoParams(**common, rounds=nx.diameter(self.graph), accelerated=True)
+        if design == "secure-neighbourhood":
+            return SecureNeighbourhoodParams(**common, rounds=nx.diameter(self.graph))
         return averaging_decor(self.graph, **common)
 
 
@@ -181,6 +187,9 @@ def notes(setup: DesignSetup, designs: Sequence[str]) -> list[str]:
         lines.append(f"decor: noise in round 0 only (noisy_rounds = 1), sigma_cor = {DECOR_RATIO:g} sigma, then "
                      f"{mixing_rounds(setup.graph)} noise-free rounds (pairwise residual at most {MIX_SHARE:g} of the "
                      "mean's MSE); the paper's every-round noise is for learning")
+    if "secure-neighbourhood" in designs:
+        lines.append(f"secure-neighbourhood: node noise every round (the paper's), {nx.diameter(setup.graph)} rounds "
+                     f"(the graph's diameter), masks at {MASK_RATIO:g} sigma; each round's noise stays in the mean")
     if any(d in BASELINES for d in designs):
         lines.append("ldp and central: closed forms at the same target (one Gaussian release per node / of the "
                      "mean); their utility is the expected MSE, the protocols' the measured one")

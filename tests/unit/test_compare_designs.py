@@ -24,6 +24,7 @@ from coordinator_tools.compare.designs import (
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from node.protocols.decor import DecorParams
+from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
 
 TARGET = 1.0
 
@@ -43,7 +44,7 @@ def test_the_baselines_meet_the_target_and_central_is_n_times_better(rule: str) 
     assert float(rows["ldp"]["utility"]) / float(rows["central"]["utility"]) == pytest.approx(8, rel=1e-3)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("design", ["muffliato", "decor"])
+@pytest.mark.parametrize("design", ["muffliato", "decor", "secure-neighbourhood"])
 @pytest.mark.parametrize("rule", ["mean", "worst"])
 def test_a_protocol_design_is_calibrated_to_the_same_target(design: str, rule: str) -> None:
     shared = setup(rule)
@@ -60,8 +61,14 @@ def test_decor_averages_with_noise_in_round_zero_and_mixes_its_pairwise_terms_ou
     assert params.rounds == 1 + 11
 
 
+def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> None:
+    params = setup().params("secure-neighbourhood", 1.0)
+    assert isinstance(params, SecureNeighbourhoodParams) and (params.rounds, params.mask_ratio) == (3, 10.0)
+
+
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, ldp, central"):
+    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, "
+                                          "secure-neighbourhood, ldp, central"):
         chosen_designs(["decor", "zero-sum"], "averaging")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
@@ -100,7 +107,7 @@ def test_the_decor_demo_runs_the_averaging_design() -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--designs", "decor", "--graph", "hypercube", "--n", "6"], "hypercube needs n a power of 2, got n = 6"),
     (["--designs", "decor", "--target-eps", "0"], "--target-eps must be above 0, got 0"),
-    (["--designs", "secure-neighbourhood"], "secure-neighbourhood is not implemented yet"),
+    (["--designs", "zero-sum"], "zero-sum is not implemented yet"),
     (["--target", "worst"], "--target worst, --virtual and --topology go with --designs"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(
