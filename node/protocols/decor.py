@@ -26,7 +26,7 @@ peer), at both ends. The view log holds the key shares and the values sent and r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -99,24 +99,28 @@ class DecorNode:
             await context.step_started(t)
             if t < params.drawing_rounds:
                 noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-                sent = noisy + await self._pairwise(secrets, t, value.size)
+                sent = noisy + await pairwise_noise(context, secrets, t, value.size,
+                                                    params.sigma_cor_ratio * params.sigma)
             else:
                 sent = value
             received = await self._rounds.exchange(t, sent)
             value = mix(sent, received, row, context.node_id)
         return NodeOutput(value, params.rounds)
 
-    async def _pairwise(self, secrets: dict[int, PairwiseSecret], round_index: int, size: int) -> np.ndarray:
-        """Σ_j s_vj v_e^t over the neighbours, every edge's draw logged privately as its lower end adds it."""
-        context, params = self._context, self._context.params
-        sigma_cor = params.sigma_cor_ratio * params.sigma
-        total = np.zeros(size)
-        for peer, agreed in sorted(secrets.items()):
-            draw = sigma_cor * agreed.normals(step=round_index, purpose=PAIRWISE_PURPOSE, size=size)
-            step = pairwise_step(round_index, peer, context.topology.n)
-            await context.journal.noise(PAIRWISE_PURPOSE, draw, step=step, mechanism="gaussian", scale=sigma_cor)
-            total += edge_sign(context.node_id, peer) * draw
-        return total
+
+async def pairwise_noise(context: ProtocolContext[Any], secrets: dict[int, PairwiseSecret], step: int, size: int,
+                         sigma_cor: float) -> np.ndarray:
+    """Σ_j s_vj v_e^step over the neighbours, every edge's draw logged privately as its lower end adds it.
+
+    DECOR's averaging rounds and its learning steps (`node.protocols.decor_gd`) add the same term.
+    """
+    total = np.zeros(size)
+    for peer, agreed in sorted(secrets.items()):
+        draw = sigma_cor * agreed.normals(step=step, purpose=PAIRWISE_PURPOSE, size=size)
+        await context.journal.noise(PAIRWISE_PURPOSE, draw, step=pairwise_step(step, peer, context.topology.n),
+                                    mechanism="gaussian", scale=sigma_cor)
+        total += edge_sign(context.node_id, peer) * draw
+    return total
 
 
 PLUGIN = ProtocolPlugin(
