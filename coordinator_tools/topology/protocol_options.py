@@ -482,7 +482,7 @@ def _options_by_flag() -> dict[Option, list[str]]:
     flags: dict[str, Option] = {}
     for name, protocol in registered_options().items():
         for option in protocol.options:
-            if flags.setdefault(option.flag, option) is not option:
+            if flags.setdefault(option.flag, option) != option:  # equal options (one field, help, default) are one
                 raise AssertionError(f"{option.flag} is defined twice, differently")
             names.setdefault(option, []).append(name)
     return names

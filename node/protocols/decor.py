@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 PROTOCOL_NAME = "decor"
 NOISE_PURPOSE = "decor_independent"  # η_v^t, at step t
 PAIRWISE_PURPOSE = "decor_pairwise"  # v_e^t as the edge's lower end adds it, at step t·n + the peer
+# One flag for averaging and learning (`decor_gd`), so `netdp topology generate` defines it once.
+SIGMA_COR_DESCRIPTION = ("std of each edge's pairwise-cancelling noise, every noisy round (averaging) or step "
+                         "(decor-gd), as a multiple of sigma (sigma_cor = ratio x sigma)")
 
 
 def pairwise_step(round_index: int, peer: int, n: int) -> int:
@@ -57,8 +60,7 @@ class DecorParams(NoisyVectorParams):
     name: Literal["decor"] = "decor"
     sigma: float = Field(gt=0.0, description="std of each node's independent Gaussian noise, every round")
     sensitivity: float = Field(1.0, gt=0.0, description="l2 sensitivity; inputs are clipped to norm sensitivity/2")
-    sigma_cor_ratio: float = Field(1.0, ge=0.0, description="std of each edge's pairwise-cancelling noise, every "
-                                   "round, as a multiple of sigma (sigma_cor = ratio x sigma)")
+    sigma_cor_ratio: float = Field(1.0, ge=0.0, description=SIGMA_COR_DESCRIPTION)
     rounds: int = Field(10, ge=1, description="gossip rounds T")
     noisy_rounds: int | None = Field(None, ge=1, description="the first rounds that draw fresh independent and "
                                      "pairwise noise; the others gossip without noise (none: every round, the "

@@ -28,7 +28,7 @@ from pydantic import Field
 from node.learning import LocalData, clipped_gradient, load_local_data
 from node.pairwise_secrets import PairwiseAgreement
 from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
-from node.protocols.decor import pairwise_noise
+from node.protocols.decor import SIGMA_COR_DESCRIPTION, pairwise_noise
 from node.protocols.gossip import BarrierRounds, run_gossip
 from node.protocols.muffliato_gd import NOISE_PURPOSE
 from node.protocols.params import LearningParams
@@ -46,8 +46,7 @@ class DecorGDParams(LearningParams):
     name: Literal["decor-gd"] = "decor-gd"
     steps: int = Field(ge=1, description="gradient steps T")
     gossip_rounds: int = Field(1, ge=1, description="gossip rounds K after every step (the paper's: 1)")
-    sigma_cor_ratio: float = Field(1.0, ge=0.0, description="std of each edge's pairwise-cancelling noise, every "
-                                   "step, as a multiple of sigma (sigma_cor = ratio x sigma)")
+    sigma_cor_ratio: float = Field(1.0, ge=0.0, description=SIGMA_COR_DESCRIPTION)
 
     @property
     def accelerated(self) -> bool:
