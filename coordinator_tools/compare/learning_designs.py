@@ -56,6 +56,7 @@ class LearningDesignSetup(DesignSetup):
     """The designs' shared graph and target, and the learning task every design trains (`CompareSetup`)."""
 
     learning: CompareSetup = field(default_factory=CompareSetup)
+    decor_ratio: float = LEARNING_RATIO  # σ_cor / σ of decor's runs
 
     def params(self, design: str, sigma: float) -> ProtocolParams:
         """A protocol design's published learning parameters at noise σ per gradient step."""
@@ -65,7 +66,7 @@ class LearningDesignSetup(DesignSetup):
                       steps=task.steps_per_node, learning_rate=task.gossip_learning_rate)
         if design == "muffliato":
             return MuffliatoGDParams(**common, gossip_rounds=1, accelerated=False)  # type: ignore[arg-type]
-        return DecorGDParams(**common, sigma_cor_ratio=LEARNING_RATIO)  # type: ignore[arg-type]
+        return DecorGDParams(**common, sigma_cor_ratio=self.decor_ratio)  # type: ignore[arg-type]
 
 
 def final_accuracy(report: Mapping[str, Any]) -> float:
@@ -81,13 +82,18 @@ def baseline_rows(setup: LearningDesignSetup, design: str, threat_models: Sequen
     sigma = baseline_sigmas(setup.n, sensitivity=setup.learning.sensitivity, delta=setup.delta,
                             target=setup.target, releases=steps)[design]
     mean_eps, worst_eps = baseline_eps(setup, design, sigma, releases=steps)
+    accuracy = baseline_accuracy(setup, sigma, data_dir)
+    return [row(design, model, mean_eps, worst_eps, accuracy, ACCURACY) for model in threat_models]
+
+
+def baseline_accuracy(setup: LearningDesignSetup, sigma: float, data_dir: Path) -> float:
+    """The trusted curator's final test accuracy when n nodes' releases at σ are averaged every step (seeded)."""
     params = setup.params("muffliato", sigma)
     assert isinstance(params, MuffliatoGDParams)
     shards = [LocalData(*node_data.load_learning_data(node_data_file(data_dir, v), params.dimension))
               for v in range(setup.n)]
     test_x, test_y = node_data.load_learning_data(data_dir / TEST_FILE, params.dimension)
-    accuracy = central_curve(params, shards, test_x, test_y, np.random.default_rng(BASELINE_SEED))[-1]
-    return [row(design, model, mean_eps, worst_eps, accuracy, ACCURACY) for model in threat_models]
+    return central_curve(params, shards, test_x, test_y, np.random.default_rng(BASELINE_SEED))[-1]
 
 
 def run_designs(setup: LearningDesignSetup, designs: Sequence[str], out: Path, data_dir: Path,
@@ -118,7 +124,7 @@ def notes(setup: LearningDesignSetup, designs: Sequence[str]) -> list[str]:
         lines.append("muffliato: muffliato-gd, one plain gossip round per step; its auditor does not account an "
                      "eavesdropper")
     if "decor" in designs:
-        lines.append(f"decor: decor-gd, one gossip round per step (DECOR Alg. 1), sigma_cor = {LEARNING_RATIO:g} "
+        lines.append(f"decor: decor-gd, one gossip round per step (DECOR Alg. 1), sigma_cor = {setup.decor_ratio:g} "
                      "sigma; exact is the joint-step composition bound")
     if any(d in BASELINES for d in designs):
         lines.append("ldp and central: closed forms at the same target over the steps; accuracy of a trusted "
