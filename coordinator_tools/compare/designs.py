@@ -171,19 +171,27 @@ def row(design: str, threat_model: str, mean_eps: float, worst_eps: float, utili
     return dict(zip(COLUMNS, (design, threat_model, mean_eps, worst_eps, utility, utility_kind), strict=True))
 
 
+Rows = list[dict[str, object]]
+
+
 def run_designs(setup: DesignSetup, designs: Sequence[str], out: Path, data_dir: Path,
-                run: Callable[[ProtocolParams, Path], Path]) -> list[dict[str, object]]:
-    """Every design's rows: protocol designs calibrated, run by `run(params, folder) -> rundir` and audited,
-    then the baselines under the threat models the protocols were audited under."""
-    rows: list[dict[str, object]] = []
+                run: Callable[[ProtocolParams, Path], Path], *,
+                audit: Callable[[str, Path, Path], Rows] | None = None,
+                baselines: Callable[[str, Sequence[str]], Rows] | None = None) -> Rows:
+    """Every design's rows: protocol designs calibrated, run by `run(params, folder) -> rundir` and audited
+    (`audit(design, rundir, folder)`; averaging's by default), then the baselines under the threat models the
+    protocols were audited under (`baselines(design, threat_models)`; averaging's by default)."""
+    rows: Rows = []
     for design in designs:
-        if design in PROTOCOL_DESIGNS:
-            rundir = run(calibrated(setup, design), out / design)
-            rows += audited_rows(design, rundir, out / design, data_dir, setup.delta)
+        if design in BASELINES:
+            continue
+        rundir = run(calibrated(setup, design), out / design)
+        rows += (audit(design, rundir, out / design) if audit is not None
+                 else audited_rows(design, rundir, out / design, data_dir, setup.delta))
     models = list(dict.fromkeys(str(r["threat_model"]) for r in rows)) or [CURIOUS]
     for design in designs:
         if design in BASELINES:
-            rows += baseline_rows(setup, design, models)
+            rows += baseline_rows(setup, design, models) if baselines is None else baselines(design, models)
     return rows
 
 

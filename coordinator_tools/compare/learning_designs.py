@@ -31,13 +31,12 @@ from coordinator_tools.audit.plan import baseline_sigmas
 from coordinator_tools.audit.protocols.muffliato_gd.utility import BASELINE_SEED, TEST_FILE, central_curve
 from coordinator_tools.compare.designs import (
     BASELINES,
-    CURIOUS,
     DesignSetup,
     audited_rows,
     baseline_eps,
-    calibrated,
     row,
 )
+from coordinator_tools.compare.designs import run_designs as design_rows
 from coordinator_tools.compare.setup import GOSSIP_ALPHA, CompareSetup
 from node import data as node_data
 from node.data import node_data_file
@@ -98,19 +97,13 @@ def baseline_accuracy(setup: LearningDesignSetup, sigma: float, data_dir: Path) 
 
 def run_designs(setup: LearningDesignSetup, designs: Sequence[str], out: Path, data_dir: Path,
                 run: Callable[[ProtocolParams, Path], Path]) -> list[dict[str, object]]:
-    """Every design's rows: protocol designs calibrated, run by `run(params, folder) -> rundir` and audited,
-    then the baselines under the threat models the protocols were audited under."""
-    rows: list[dict[str, object]] = []
-    for design in designs:
-        if design in PROTOCOLS:
-            rundir = run(calibrated(setup, design), out / design)
-            rows += audited_rows(design, rundir, out / design, data_dir, setup.delta, protocol=PROTOCOLS[design],
-                                 utility=final_accuracy, utility_kind=ACCURACY)
-    models = list(dict.fromkeys(str(r["threat_model"]) for r in rows)) or [CURIOUS]
-    for design in designs:
-        if design in BASELINES:
-            rows += baseline_rows(setup, design, models, data_dir)
-    return rows
+    """Every design's rows, as `designs.run_designs` makes them, each audited run's utility its final accuracy."""
+    def audit(design: str, rundir: Path, folder: Path) -> list[dict[str, object]]:
+        return audited_rows(design, rundir, folder, data_dir, setup.delta, protocol=PROTOCOLS[design],
+                            utility=final_accuracy, utility_kind=ACCURACY)
+
+    return design_rows(setup, designs, out, data_dir, run, audit=audit,
+                       baselines=lambda design, models: baseline_rows(setup, design, models, data_dir))
 
 
 def notes(setup: LearningDesignSetup, designs: Sequence[str]) -> list[str]:

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from node.learning import LocalData, clipped_gradient, load_local_data
+from node.learning import LocalData, load_local_data
 from node.pairwise_secrets import PairwiseAgreement
 from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
 from node.protocols.decor import SIGMA_COR_DESCRIPTION, pairwise_noise
 from node.protocols.gossip import BarrierRounds, run_gossip
-from node.protocols.muffliato_gd import NOISE_PURPOSE
+from node.protocols.muffliato_gd import noisy_gradient
 from node.protocols.params import LearningParams
 
 if TYPE_CHECKING:
@@ -81,12 +81,7 @@ class DecorGDNode:
         model = np.zeros(params.vector_length)
         for step in range(params.steps):
             await context.step_started(step)
-            x, y = self._data.batch(step, params.batch)
-            gradient = clipped_gradient(params.task, model[: params.dimension], x, y,
-                                        clip=context.clip_bound(params.clip), regularization=params.regularization)
-            contribution = await context.contribution(gradient.value, gradient.clipped > 0,
-                                                      sensitivity=params.sensitivity)
-            noisy = await context.noise.gaussian(contribution, params.sigma, step=step, purpose=NOISE_PURPOSE)
+            noisy = await noisy_gradient(context, self._data, model, step)
             noisy = noisy + await pairwise_noise(context, secrets, step, model.size, sigma_cor)
             first = step * params.gossip_rounds
             model = await run_gossip(model - params.learning_rate * noisy, range(first, first + params.gossip_rounds),
