@@ -92,4 +92,5 @@ class DecorGDNode:
 PLUGIN = ProtocolPlugin(
     ProtocolSpec(PROTOCOL_NAME, DecorGDParams, DecorGDNode, load=load_local_data),
     auditor="coordinator_tools.audit.protocols.decor_gd:AUDITOR",
+    options="coordinator_tools.topology.protocol_options:DECOR_GD",
 )
