@@ -1,5 +1,7 @@
 """`netdp compare --designs`: noise designs for private averaging, calibrated to one target, run, audited.
 
+(`--task learning` runs the designs that learn through the same loop: `compare.learning_designs`.)
+
 Every design averages the same synthetic vectors (the ball of radius Δ/2, Δ = 1) on the same
 graph, with σ calibrated by the planner so that its exact loss against a curious node meets the
 same target (mean or worst-pair ε at δ = 1e-5). The protocol designs run for real and are audited
