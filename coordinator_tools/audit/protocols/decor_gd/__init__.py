@@ -14,10 +14,10 @@ are Muffliato-GD's; what differs:
 * the trajectory check recomputes every model with each step's whole noise: the node's draw plus
   its signed pairwise draws.
 
-No paper column: DECOR's Theorem 1 (SecLDP) is stated for its averaging-free learning analysis under
-assumptions this audit does not check; the report says so. No linearized column and no canary
-model: the exact bound is the only privacy column, and the payloads are checked from the private
-logs.
+No paper column: DECOR's SecLDP accountant (Thm 1) is not one of this report's columns; the exact
+column is computed under every threat model, collusion included, which SecLDP excludes. No
+linearized column and no canary model: the exact bound is the only privacy column, and the payloads
+are checked from the private logs.
 """
 
 from __future__ import annotations
