@@ -27,7 +27,7 @@ from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.compare import designs, figures
+from coordinator_tools.compare import designs, figures, learning_designs
 from coordinator_tools.compare.calibrate import Calibration, calibrate
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, PROTOCOLS, WALK, CompareSetup, comparison_topology
@@ -120,7 +120,8 @@ def print_designs(rows: list[dict[str, object]], title: str, choices: list[str])
     table = Table(title=title)
     for column in designs.COLUMNS[:-1]:
         table.add_column(column, justify="right")
-    central = {r["threat_model"]: float(r["utility"]) for r in rows if r["design"] == "central"}  # type: ignore[arg-type]
+    central = {r["threat_model"]: float(r["utility"]) for r in rows  # type: ignore[arg-type]
+               if r["design"] == "central" and r["utility_kind"] == "mse"}  # a ratio of errors, not of accuracies
     if central:
         table.add_column("MSE / central", justify="right")
     for r in rows:
@@ -155,13 +156,26 @@ def _designs_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--dimension must be at least 1, got {args.dimension}")
     if not args.target_eps > 0:
         raise ConfigError(f"--target-eps must be above 0, got {args.target_eps:g}")
-    setup = designs.DesignSetup(graph=graph, graph_name=name, target=Target(args.target_eps, args.target),
-                                dimension=args.dimension)
+    target = Target(args.target_eps, args.target)
+    setup: designs.DesignSetup
+    if args.task == "learning":
+        with config_errors(flag_names(args)):
+            task = CompareSetup(dataset=args.dataset, steps_per_node=args.steps_per_node, clip=args.clip,
+                                batch=args.batch, gossip_learning_rate=args.learning_rate)
+        setup = learning_designs.LearningDesignSetup(graph=graph, graph_name=name, target=target,
+                                                     dimension=task.dimension, sensitivity=task.sensitivity,
+                                                     learning=task)
+    else:
+        setup = designs.DesignSetup(graph=graph, graph_name=name, target=target, dimension=args.dimension)
     out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; choose a new --out folder")
     seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
-    write_node_files(synthetic_values(setup.n, setup.dimension, setup.sensitivity, seed), out / "data")
+    if isinstance(setup, learning_designs.LearningDesignSetup):
+        split = setup.topology(setup.params("muffliato", 1.0), run_id="data")
+        write_minibatch_split(setup.learning.dataset, setup.learning.batch, split, out / "data", seed)
+    else:
+        write_node_files(synthetic_values(setup.n, setup.dimension, setup.sensitivity, seed), out / "data")
     launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
                            startup_timeout_s=args.startup_timeout)
     processes = min(setup.n, DESIGN_PROCESSES)
@@ -171,11 +185,15 @@ def _designs_command(args: argparse.Namespace) -> int:
         topology = setup.topology(params, new_run_id(f"compare-{params.name}"), addresses)
         return launch_topology(topology, folder, out / "data", launch, secure=not args.insecure, virtual=args.virtual)
 
-    rows = designs.run_designs(setup, chosen, out, out / "data", run)
+    if isinstance(setup, learning_designs.LearningDesignSetup):
+        rows = learning_designs.run_designs(setup, chosen, out, out / "data", run)
+        choices = learning_designs.notes(setup, chosen)
+    else:
+        rows = designs.run_designs(setup, chosen, out, out / "data", run)
+        choices = designs.notes(setup, chosen)
     path = designs.write_csv(rows, out / designs.CSV_FILE)
-    title = f"{name}, n = {setup.n}: {args.target} eps {args.target_eps:g} (curious node), averaging"
+    title = f"{name}, n = {setup.n}: {args.target} eps {args.target_eps:g} (curious node), {args.task}"
     figures.designs(rows, title, out)
-    choices = designs.notes(setup, chosen)
     (out / designs.JSON_FILE).write_text(json.dumps(
         {"graph": name, "n": setup.n, "task": args.task, "data_seed": seed, "dimension": setup.dimension,
          "target": {"rule": args.target, "eps": args.target_eps, "delta": setup.delta}, "rows": rows,
@@ -237,7 +255,7 @@ def _compare_command(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     compare = subparsers.add_parser(
         "compare", help="random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps, or noise designs "
-        "for averaging (--designs) at the same target (real runs)")
+        "for averaging or learning (--designs) at the same target (real runs)")
     compare.add_argument("--graph", default="hypercube", choices=tuple(GENERATORS),
                          help="graph kind both protocols run on (default hypercube: the papers' exponential graph)")
     compare.add_argument("--n", type=int, default=16, help="number of nodes (default 16; a named graph fixes it)")

@@ -67,13 +67,12 @@ def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> Non
 
 
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, "
-                                          "secure-neighbourhood, ldp, central"):
+    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available with --task averaging: "
+                                          "muffliato, decor, secure-neighbourhood, ldp, central"):
         chosen_designs(["decor", "zero-sum"], "averaging")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
-    with pytest.raises(ConfigError, match="--task learning: no design runs learning yet"):
-        chosen_designs(["decor"], "learning")
+    assert chosen_designs(["decor", "muffliato", "ldp"], "learning") == ("decor", "muffliato", "ldp")
     assert chosen_designs(["decor", "central", "decor"], "averaging") == ("decor", "central")
 
 
@@ -95,6 +94,24 @@ def test_compare_designs_writes_one_row_per_design_and_threat_model(tmp_path: Pa
     assert 0 < float(decor["utility"]) < 10 * float(rows[2]["utility"])
     assert (out / "designs.png").stat().st_size > 0 and (out / designs.JSON_FILE).exists()
 
+
+
+def test_compare_designs_learning_rows_are_accuracies_at_the_target(tmp_path: Path) -> None:
+    """--task learning: decor-gd and muffliato-gd calibrated, run and audited; the baselines' ε over the T steps."""
+    out = tmp_path / "c"
+    assert main(["compare", "--designs", "decor,muffliato,ldp", "--task", "learning", "--graph", "ring", "--n", "4",
+                 "--steps-per-node", "3", "--virtual", "--sampler", "simulation", "--seed", "5", "--data-seed", "1",
+                 "--out", str(out)]) == 0
+    with (out / designs.CSV_FILE).open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["design"], r["threat_model"]) for r in rows] == [
+        ("decor", "curious-observer"), ("decor", "eavesdropper"), ("muffliato", "curious-observer"),
+        ("ldp", "curious-observer"), ("ldp", "eavesdropper")]
+    assert {r["utility_kind"] for r in rows} == {"accuracy"}
+    assert all(0.0 < float(r["utility"]) <= 1.0 for r in rows)
+    for r in rows[0], rows[2], rows[3]:  # calibrated to the curious node's mean ε
+        assert float(r["mean_eps"]) == pytest.approx(TARGET, rel=2e-3)
+    assert float(rows[1]["mean_eps"]) <= float(rows[0]["worst_eps"])  # an outsider holds no secret
 
 def test_the_decor_demo_runs_the_averaging_design() -> None:
     graph = generate("hypercube", n=16)

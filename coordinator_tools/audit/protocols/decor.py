@@ -96,11 +96,7 @@ class DecorAuditor(LinearRoundAuditor):
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            chunks = key_chunks(decor_params(topology).vector_length)
-            identifier = MessageId.of(entry)
-            if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
-                return f"a key share is one of {chunks} chunks numbered from 1"
-            return None
+            return key_share_problem(decor_params(topology).vector_length, entry)
         return super().record_problem(topology, node, kind, entry)
 
     def private_problem(self, draws: tuple[Any, ...]) -> str | None:
@@ -115,6 +111,15 @@ class DecorAuditor(LinearRoundAuditor):
         """Each value's canary coordinates: its rows on the inputs, named (sender, round) as its receiver logs it."""
         model = self.linear_model(run)
         return CanaryModel(model, model.inputs, tuple(received_values(run)), round_value)
+
+
+def key_share_problem(vector_length: int, entry: Any) -> str | None:
+    """Why a key-share record is not one of a public key's chunks for vectors of this length, or None."""
+    chunks = key_chunks(vector_length)
+    identifier = MessageId.of(entry)
+    if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
+        return f"a key share is one of {chunks} chunks numbered from 1"
+    return None
 
 
 def round_values_only(log: NodeLog) -> NodeLog:
