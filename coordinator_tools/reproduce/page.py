@@ -21,6 +21,7 @@ from coordinator_tools.reproduce.outcome import FINDING, SEVERITY
 from coordinator_tools.reproduce.result import ReproductionResult, ResultRow, StatementVsProofEntry
 
 PAGE_FILE = "index.html"
+SUMMARY_FILE = "summary.json"  # the page's content as data, beside it
 AUDIT_PAGE = "index.html"  # the audit's own page inside each audit folder (coordinator_tools.audit.html)
 STYLE = """body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}table{border-collapse:collapse;
 margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}
