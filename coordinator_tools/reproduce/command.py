@@ -129,14 +129,20 @@ def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: i
 
 
 def _stamp() -> dict[str, object]:
-    """The commit and the machine a summary was made on (the page's full-scale version is cited with both)."""
+    """The commit and the machine a summary was made on (the page's full-scale version is cited with both), and
+    whether tracked files differed from that commit (then the commit alone does not name the code that ran)."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                                cwd=Path(__file__).parent).stdout.strip()
+        commit = _git("rev-parse", "HEAD")
+        modified: bool | None = bool(_git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    return {"commit": commit, "machine": platform.node(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        commit, modified = "unknown", None
+    return {"commit": commit, "uncommitted_changes": modified, "machine": platform.node(),
+            "platform": platform.platform(), "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def _git(*argv: str) -> str:
+    return subprocess.run(["git", *argv], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).parent).stdout.strip()
 
 
 def _write_figures(outcome: Outcome, out: Path) -> list[str]:

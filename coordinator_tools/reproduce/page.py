@@ -34,6 +34,11 @@ def command_line(name: str, scale: str, seed: int) -> str:
     return f"netdp reproduce {name} --scale {scale} --seed {seed}"
 
 
+def modified_note(stamp: Mapping[str, object]) -> str:
+    """Said after the stamp's commit when tracked files differed from it as the reproductions ran."""
+    return " (with uncommitted changes to tracked files)" if stamp.get("uncommitted_changes") else ""
+
+
 def audit_statements(folder: Path, runs: Sequence[str]) -> list[StatementVsProofEntry]:
     """The statement-against-proof cases the audits among `runs` (folders under `folder`) hold, one per distinct
     theorem and pair of values, the number of audits in its name."""
@@ -109,7 +114,8 @@ def render(summary: Mapping[str, object], documents: Sequence[ReproductionResult
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>netdp reproductions ({summary['scale']})"
              f"</title><style>{STYLE}</style></head><body>",
              f"<h1>The papers' figures on netdp's runs ({escape(str(summary['scale']))} scale)</h1>",
-             f"<p>Commit <code>{escape(str(stamp['commit']))}</code> on {escape(str(stamp['machine']))} "
+             f"<p>Commit <code>{escape(str(stamp['commit']))}</code>{modified_note(stamp)} on "
+             f"{escape(str(stamp['machine']))} "
              f"({escape(str(stamp['platform']))}, {stamp['cpus']} CPUs), {escape(str(stamp['time']))}; base seed "
              f"{summary['seed']}. Verdicts: <b>reproduced</b>; <b>differs (stated deviation)</b>: netdp's setup "
              "differs from the paper's in a stated way; <b>finding</b>: netdp differs in the paper's own setting.</p>",

@@ -25,7 +25,7 @@ from typing import Any
 
 from PIL import Image
 
-from coordinator_tools.reproduce.page import PAGE_FILE, SUMMARY_FILE
+from coordinator_tools.reproduce.page import PAGE_FILE, SUMMARY_FILE, modified_note
 from coordinator_tools.reproduce.result import ReproductionResult
 from node.errors import ConfigError
 
@@ -245,7 +245,8 @@ def _banner(summary: Mapping[str, Any], kept: int, left_out: int, scaled: Sequen
             "papers' sizes. " if quick else "")
     command = f"netdp reproduce --all --scale {scale} --seed {summary['seed']}"
     return (f"<p style='border:2px solid {'#c00' if quick else '#999'};padding:.5em'>{cite}Published copy of what "
-            f"<code>{command}</code> wrote at commit <code>{escape(str(stamp['commit']))}</code> on "
+            f"<code>{command}</code> wrote at commit <code>{escape(str(stamp['commit']))}</code>"
+            f"{modified_note(stamp)} on "
             f"{escape(str(stamp['machine']))}, within {budget_mb:g} MB: {kept} of {kept + left_out} audit pages"
             + (f" ({left_out} left out for size, their links marked not published)" if left_out else "")
             + (f", {len(scaled)} figures scaled down" if scaled else "")
