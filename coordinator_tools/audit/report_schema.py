@@ -1022,7 +1022,9 @@ class AuditReport(ReportCore):
         "`Decor's D-SGD` (an averaging run is not), `both noises every step` (not with `noisy_rounds`), `every "
         "node completes every step` (no drop-out), `no collusion`), `rdp_per_observer` (the theorem's value, "
         "covered or not: RDP at `alpha`, the same for every source of an observer; an eavesdropper's is the same"
-        " for every observer), `alpha` and `units`"
+        " for every observer), `alpha` and `units`; with a drop-out, `planned_vs_run`: `{mean_exact_rdp_per_observer: "
+        "{planned: [...], run: [...]}}`, each observer's mean exact loss in the run in which every node completes "
+        "every round and in the run that happened"
     ))
     token_walk: TokenWalkBlock | None = Field(default=None, description=(
         "ring-sum, walk-sum and ring-histogram only: `tokens` (per token: `token_id`, `planned_hops`, "

@@ -218,3 +218,6 @@ def check_against_the_logs(rundir: Path, topology: Topology, report: dict[str, A
                 assert audited[u, v] == pytest.approx(by_hand, rel=1e-6, abs=1e-12)
                 differs = max(differs, abs(by_hand - scale * gaussian_loss(full, u, hidden)))
     assert differs > 1e-3  # the drop-out changed what the survivors' views reveal
+    means = report["decor"]["planned_vs_run"]["mean_exact_rdp_per_observer"]
+    np.testing.assert_allclose(means["run"], np.nansum(audited, axis=0) / N, rtol=1e-9)
+    assert max(abs(a - b) for a, b in zip(means["run"], means["planned"])) > 1e-4

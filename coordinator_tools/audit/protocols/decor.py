@@ -31,7 +31,9 @@ from coordinator_tools.audit.protocols.decor_accountant import THEOREM, Conditio
 from coordinator_tools.audit.protocols.decor_dropouts import dropout_findings, dropout_utility, stopped_nodes
 from coordinator_tools.audit.protocols.linear_rounds import received_values
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
+from coordinator_tools.audit.report import json_number, observer_means
 from node.message import GOSSIP, MessageId, kind_of
 from node.pairwise_secrets import KEY_SHARE, key_chunks
 from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, PROTOCOL_NAME, DecorParams, pairwise_step
@@ -160,10 +162,20 @@ class DecorAuditor(LinearRoundAuditor):
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
-        """The `decor` block: Theorem 1 with its conditions and its value, covered or not."""
-        theorem = secldp_run(replay.realized, accounting["threat_model"])
-        return {"decor": {"paper": theorem.to_json(sigma=accounting["sigma"], sensitivity=accounting["sensitivity"],
-                                                   alpha=accounting["alpha"])}}
+        """The `decor` block: Theorem 1 with its conditions and its value, covered or not; with a drop-out, how it
+        moved each observer's mean exact loss from the run in which every node completes every round."""
+        run = replay.realized
+        theorem = secldp_run(run, accounting["threat_model"])
+        block: dict[str, object] = {"paper": theorem.to_json(sigma=accounting["sigma"],
+                                                             sensitivity=accounting["sensitivity"],
+                                                             alpha=accounting["alpha"])}
+        if not every_node_to_the_end(run).holds:
+            planned = self.account(planned_transcript(run.topology, rounds=run.rounds, accelerated=False),
+                                   **accounting)
+            block["planned_vs_run"] = {"mean_exact_rdp_per_observer": {
+                "planned": [json_number(x) for x in observer_means(planned.exact_rdp_upper)],
+                "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)]}}
+        return {"decor": block}
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         """The MSE against the mean of all n clipped inputs, and with a drop-out what its uncancelled terms cost."""
