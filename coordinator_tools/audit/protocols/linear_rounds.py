@@ -31,7 +31,7 @@ from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.exact import ViewGeometry, view_geometry
-from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
 from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
@@ -107,7 +107,7 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
     noise_purpose: ClassVar[str]  # the purpose its nodes log every draw under
     public_records = frozenset({"sent", "received", "drop_out", "rejected", "final_output"})
     payload_checks = (PAYLOAD_CHECK,)
-    eavesdropper_views = True  # the exact column reads every view through `views`; no paper column to extend
+    eavesdropper_views = True  # the exact column reads every view through `views`; `paper_column` gets the model
 
     # Whether a round's value differs per receiver: its rows come from `addressed_rows`, not `message_rows`.
     per_receiver: ClassVar[bool] = False
@@ -166,11 +166,16 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
 
     def _account(self, run: Transcript, model: LinearGaussianModel, geometry: ViewGeometry | None = None,
                  **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-        """Every column; no paper column, and baselines that release each input once per draw of its node."""
+        """Every column; baselines that release each input once per draw of its node."""
         releases = draws_per_node(model)
-        return account_model(model, np.full((run.n, run.n), np.nan), notes=[NO_PAPER_BOUND], geometry=geometry,
+        paper, notes = self.paper_column(run, options.get("threat_model", ThreatModel()))
+        return account_model(model, paper, notes=notes, geometry=geometry,
                              releases=float(releases[0]) if np.all(releases == releases[0]) else releases,
                              **options)
+
+    def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
+        """The paper column's σ-free factor [u, v] (`account_model`'s `paper_sum`) and its notes: none by default."""
+        return np.full((run.n, run.n), np.nan), [NO_PAPER_BOUND]
 
     def checks(self, replay: Replay) -> list[Check]:
         return [] if replay.private is None else [self._payload_check(replay)]
