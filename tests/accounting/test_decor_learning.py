@@ -147,3 +147,25 @@ def test_a_plan_calibrates_the_independent_noise_to_the_target(rule: str) -> Non
                              edges(topology), 2.0, ThreatModel())
     muffliato = reachable_counts(unroll(learning_schedule(planned_transcript(topology))))
     assert np.nanmean(geometry) < 0.5 * np.nanmean(muffliato) and sigma > 0
+
+
+def test_decors_theorem_1_is_the_paper_column_and_bounds_the_exact_loss(
+        learning_run: tuple[Path, list[LocalData]]) -> None:
+    """On the 8-hypercube without node v (a connected 7-node graph), SecLDP's α T Δ²/(2σ²)[1/n_H + 1/(1 + a_H r²)]."""
+    root, _ = learning_run
+    report = audit_run(root, root / "paper", AuditOptions(attack_pairs="none"))
+    pairs = read_pairs(root / "paper", ["source", "observer", "exact_rdp_upper", "paper_rdp"])
+    paper, exact = pair_matrix(pairs, "paper_rdp", N), pair_matrix(pairs, "exact_rdp_upper", N)
+    topology = gd_topology()
+    params = topology.protocol
+    assert isinstance(params, DecorGDParams)
+    for v in range(N):
+        honest = [w for w in range(N) if w != v]
+        adjacency = np.array([[float(b in topology.neighbours[a]) for b in honest] for a in honest])
+        connectivity = np.linalg.eigvalsh(np.diag(adjacency.sum(axis=1)) - adjacency)[1]
+        expected = params.alpha * STEPS * (params.sensitivity / params.sigma) ** 2 / 2 * (
+            1 / len(honest) + 1 / (1 + connectivity * params.sigma_cor_ratio ** 2))
+        np.testing.assert_allclose(paper[honest, v], expected, rtol=1e-9)
+    reached = ~np.isnan(exact)
+    assert np.all(exact[reached] <= paper[reached] * (1 + 1e-9))
+    assert not any("does not cover" in note for note in report["notes"])  # type: ignore[union-attr]

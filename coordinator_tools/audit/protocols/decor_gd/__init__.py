@@ -14,10 +14,12 @@ are Muffliato-GD's; what differs:
 * the trajectory check recomputes every model with each step's whole noise: the node's draw plus
   its signed pairwise draws.
 
-No paper column: DECOR's SecLDP accountant (Thm 1) is not one of this report's columns; the exact
-column is computed under every threat model, collusion included, which SecLDP excludes. No
-linearized column and no canary model: the exact bound is the only privacy column, and the payloads
-are checked from the private logs.
+* `paper`: DECOR's Theorem 1 (SecLDP, `decor_accountant`) over the T steps, where its conditions hold:
+  both noises every step (always, in decor-gd), one fixed graph, every node completing every step,
+  no coalition. Outside them the column is empty and its note names the failed conditions; the
+  exact column is computed under every threat model all the same.
+
+No linearized column and no canary model: the payloads are checked from the private logs.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.base import Replay
-from coordinator_tools.audit.protocols.decor import edges, key_share_problem, round_values_only
+from coordinator_tools.audit.protocols.decor import edges, every_node_to_the_end, key_share_problem, round_values_only
+from coordinator_tools.audit.protocols.decor_accountant import THEOREM as SECLDP_THEOREM
+from coordinator_tools.audit.protocols.decor_accountant import Condition, SecLdp, secldp
 from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS, THEOREM, step_geometry
-from coordinator_tools.audit.protocols.linear_rounds import NO_PAPER_BOUND
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
@@ -53,7 +56,7 @@ from node.pairwise_secrets import KEY_SHARE, edge_sign
 from node.protocols.decor import PAIRWISE_PURPOSE, pairwise_step
 from node.protocols.decor_gd import PROTOCOL_NAME, DecorGDParams
 from node.protocols.muffliato_gd import NOISE_PURPOSE
-from node.topology import Topology
+from node.topology import FixedSchedule, Topology
 
 EXACT_DEFINITION = f"a proven upper bound, {THEOREM}; under {'; '.join(CONDITIONS)}. The lower end is null"
 NO_ATTACK = "attack: no canary or attack column for decor-gd (the exact column is a bound, payloads are checked)"
@@ -91,15 +94,29 @@ def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> Pai
     run = unroll(learning_schedule(transcript))
     pairs = edges(transcript.topology)
     geometry = step_geometry(run, pairs, params.sigma_cor_ratio, threat_model)
-    losses = account_model(linear_model(run, pairs, params.sigma_cor_ratio), np.full((run.n, run.n), np.nan),
+    theorem = secldp_run(transcript, threat_model)
+    paper_note = f"paper: {SECLDP_THEOREM}" + ("" if theorem.covers else
+                                               f"; it does not cover this run, so the paper columns are empty: "
+                                               f"{theorem.reason}")
+    losses = account_model(linear_model(run, pairs, params.sigma_cor_ratio), theorem.column(),
                            geometry=reachable_geometry(geometry), releases=run.steps,
-                           notes=[NO_PAPER_BOUND, NO_ATTACK], **options)
+                           notes=[paper_note, NO_ATTACK], **options)
     losses.exact_is_bound = True
     losses.assumptions = {"exact": {"theorem": THEOREM, "conditions": list(CONDITIONS)}}
     losses.definitions.update({
         "exact": EXACT_DEFINITION,
         "ldp": "each of u's T noisy gradient steps seen directly, with its independent noise only"})
     return losses
+
+
+def secldp_run(transcript: Transcript, threat_model: ThreatModel) -> SecLdp:
+    """DECOR's Theorem 1 on a decor-gd run: D-SGD drawing both noises every step, so the graph and completion decide."""
+    params = decor_gd_params(transcript.topology)
+    fixed = isinstance(transcript.topology.schedule, FixedSchedule)
+    one_graph = Condition("one fixed graph", fixed, "every step on the topology's graph" if fixed
+                          else "a graph drawn per step: Theorem 1 is stated for one graph")
+    return secldp(transcript.topology, threat_model, steps=params.steps, ratio=params.sigma_cor_ratio,
+                  conditions=(one_graph, every_node_to_the_end(transcript)))
 
 
 def planned_geometry(transcript: Transcript, threat_model: ThreatModel) -> np.ndarray:
