@@ -165,3 +165,15 @@ def test_paper_column_by_hand_on_a_three_node_path() -> None:
     # The local-DP baseline releases each node's round values: 4/5 at a leaf, 6 in the middle (the eavesdropper's).
     assert losses.ldp_source_rdp is not None
     np.testing.assert_allclose(losses.ldp_source_rdp, [4 / 5, 6.0, 4 / 5], atol=1e-9)
+
+
+def test_a_node_drawing_a_tenth_of_its_noise_fails_the_canary_audit_and_is_named(tmp_path: Path) -> None:
+    topology = api.topology("ring", 4, protocol="zero-sum", sigma=0.5, rounds=2, dimension=DIMENSION, alpha=8.0,
+                            run_id="zero-sum-broken")
+    values = np.random.default_rng(2).uniform(-0.25, 0.25, size=(4, DIMENSION))
+    run = api.run(topology, api.write_data(values, tmp_path / "data"), tmp_path / "run", canaries=400,
+                  breaks={0: "noise-scale=0.1"}).check()
+    audit = api.audit(run, tmp_path / "audit", attack_pairs="none")
+    failing = audit.checks[~audit.checks.ok]
+    noise = failing[failing.name.str.startswith("noise in the run's messages")]
+    assert len(noise) == 1 and "node 0" in str(noise.detail.iloc[0])

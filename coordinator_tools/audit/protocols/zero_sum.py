@@ -20,14 +20,11 @@ external eavesdropper is outside the paper's threat model (a local adversary): n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Unpack
 
 import numpy as np
 
-from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
-from coordinator_tools.audit.exact import ViewGeometry
-from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
+from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plugin import Addressed, LinearGaussianModel, LinearRoundAuditor, LinearRows, Transcript
 from coordinator_tools.audit.views import coalition
 from netdp.v1 import viewlog_pb2
@@ -119,21 +116,17 @@ class ZeroSumAuditor(LinearRoundAuditor):
         odd = [draw.mechanism for draw in draws if draw.mechanism not in ("", "gaussian")]
         return f"a {odd[0]!r} draw, expected gaussian" if odd else None
 
-    def _account(self, run: Transcript, model: LinearGaussianModel, geometry: ViewGeometry | None = None,
-                 **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-        """Every column, the paper's Theorem 5.12 among them; the baselines release each round's values of a node
-        (`round_release`), every round it drew in."""
-        threat_model = options.get("threat_model", ThreatModel())
+    def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
+        """Theorem 5.12 for a curious node, Remark 5.10 for a coalition; none for an eavesdropper."""
         if threat_model.eavesdropper:
-            paper, notes = np.full((run.n, run.n), np.nan), [EAVESDROPPER_NOTE]
-        else:
-            paper = self.paper_sum(run, threat_model)
-            notes = [PAPER_NOTE, *([COALITION_NOTE] if threat_model.collusion else [])]
-        releases = np.array(drawing_rounds(run)) * np.array([round_release(run.topology.weight_row(v), v)
-                                                              for v in range(run.n)])
-        return account_model(model, paper, notes=notes, geometry=geometry,
-                             releases=float(releases[0]) if np.all(releases == releases[0]) else releases,
-                             **options)
+            return np.full((run.n, run.n), np.nan), [EAVESDROPPER_NOTE]
+        return self.paper_sum(run, threat_model), [PAPER_NOTE, *([COALITION_NOTE] if threat_model.collusion else [])]
+
+    def releases(self, run: Transcript, model: LinearGaussianModel) -> np.ndarray:
+        """Each round's values of a node (`round_release`), every round it drew in."""
+        per_round = np.array([round_release(run.topology.weight_row(v), v) for v in range(run.n)])
+        released: np.ndarray = np.array(drawing_rounds(run)) * per_round
+        return released
 
     def paper_sum(self, run: Transcript, threat_model: ThreatModel = ThreatModel()) -> np.ndarray:
         """Theorem 5.12's σ-free factor [a, v]: Σ over v's (or its coalition's) closed-neighbourhood view of
@@ -158,5 +151,6 @@ class ZeroSumAuditor(LinearRoundAuditor):
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel:
         return self.round_canaries(run)
+
 
 AUDITOR = ZeroSumAuditor()
