@@ -5,6 +5,7 @@ The networked run (real processes, mutual TLS) is tests/cluster/test_zero_sum_cl
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import networkx as nx  # type: ignore[import-untyped]
@@ -177,3 +178,41 @@ def test_a_node_drawing_a_tenth_of_its_noise_fails_the_canary_audit_and_is_named
     failing = audit.checks[~audit.checks.ok]
     noise = failing[failing.name.str.startswith("noise in the run's messages")]
     assert len(noise) == 1 and "node 0" in str(noise.detail.iloc[0])
+
+
+def test_a_dropped_value_leaves_its_sender_s_shares_uncancelled_in_the_rows() -> None:
+    # Path 0-1-2, two rounds; node 1 drops node 0's round-0 value, so its weight 1/3 goes to node 1's kept value:
+    # x_1^1 = ⅔(x_1 + Z_{1→1}) + ⅓(x_2 + Z_{2→1}). The network's sum after round 0 moves by node 0's share that
+    # nobody mixed in, −⅓ Z_{0→1} = −⅓(½Y_01 − Y_00), and by the extra weight on node 1's kept share, ⅓ Z_{1→1}.
+    topology = api.topology(nx.path_graph(3), protocol="zero-sum", sigma=1.0, rounds=2, dimension=1, alpha=2.0,
+                            run_id="zs")
+    planned = planned_transcript(topology, rounds=2, accelerated=False)
+    used = (planned.used[0], (frozenset({2}), frozenset({0, 2})), planned.used[2])
+    received = (planned.received[0], ((2, 0), (0, 1), (2, 1)), planned.received[2])
+    run = replace(planned, used=used, received=received)
+    values = [(1, 1, 0), (0, 1, 1), (2, 1, 1)]
+    rows = AUDITOR.addressed_rows(run, values)
+    column = {draw: i for i, draw in enumerate(rows.draws)}
+
+    def y(a: int, t: int, k: int) -> int:
+        return column[(a, share_step(t, k, 3))]
+
+    np.testing.assert_allclose(rows.inputs[0], [0.0, 2 / 3, 1 / 3], atol=1e-12)
+    expected = np.zeros(len(rows.draws))
+    for k, weight in {0: 1 / 3, 1: 1 / 3, 2: 1 / 3}.items():  # ⅔ Z_{1→1} = ⅔(⅔Y_11 − ⅓Y_10 − ⅓Y_12)
+        expected[y(1, 0, k)] += (2 / 3) * ((k == 1) - weight)
+    expected[y(2, 0, 1)] += (1 / 3) * 0.5  # ⅓ Z_{2→1} = ⅓(½Y_21 − Y_22)
+    expected[y(2, 0, 2)] -= 1 / 3
+    for k in range(3):  # round 1's share for node 0: Z_{1→0} = Y_10 − ⅓ΣY
+        expected[y(1, 1, k)] += (k == 0) - 1 / 3
+    np.testing.assert_allclose(rows.noise[0], expected, atol=1e-12)
+    # Σ_v x_v^2 from round 1's values (every one used) keeps round 0's leftover: −⅓ Z_{0→1} + ⅓ Z_{1→1}.
+    weights = topology.gossip_matrix().toarray()
+    last = [(w, 1, v) for w, v in zip(*np.nonzero(weights))]  # every value of round 1, kept shares included
+    finals = AUDITOR.addressed_rows(run, last)
+    total = sum(weights[v, w] * finals.noise[i] for i, (w, _, v) in enumerate(last))
+    leftover = np.zeros(len(rows.draws))
+    leftover[y(0, 0, 1)], leftover[y(0, 0, 0)] = -(1 / 3) * 0.5, 1 / 3
+    for k in range(3):
+        leftover[y(1, 0, k)] = (1 / 3) * ((k == 1) - 1 / 3)
+    np.testing.assert_allclose(total, leftover, atol=1e-12)
