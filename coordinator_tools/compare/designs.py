@@ -15,6 +15,8 @@ Choices a reader should know (also in designs.json's `notes`):
   would stay in the network's mean and raise the MSE T-fold while protecting little more. Its
   pairwise noise is DECOR_RATIO × σ, and it gossips until the pairwise terms' residual MSE is at
   most MIX_SHARE of the mean's (|λ|^T from the gossip matrix's second-largest eigenvalue modulus).
+* zero-sum (Zip-DL) draws fresh zero-sum shares every round, as the paper does, for as many rounds as
+  the graph's diameter: its shares never move the mean, and each round's are mixed out as gossip mixes.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from node.errors import ConfigError
 from node.mixing import metropolis_weight
 from node.protocols.decor import DecorParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.zero_sum import ZeroSumParams
 from node.topology import ProtocolParams, Topology
 
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
-PROTOCOL_DESIGNS = ("muffliato", "decor")
+PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum")
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
 CSV_FILE, JSON_FILE = "designs.csv", "designs.json"
@@ -91,6 +94,8 @@ class DesignSetup:
         common = dict(sigma=sigma, sensitivity=self.sensitivity, alpha=ALPHA, dimension=self.dimension)
         if design == "muffliato":
             return MuffliatoParams(**common, rounds=nx.diameter(self.graph), accelerated=True)
+        if design == "zero-sum":
+            return ZeroSumParams(**common, rounds=nx.diameter(self.graph))
         return averaging_decor(self.graph, **common)
 
 
@@ -181,6 +186,9 @@ def notes(setup: DesignSetup, designs: Sequence[str]) -> list[str]:
         lines.append(f"decor: noise in round 0 only (noisy_rounds = 1), sigma_cor = {DECOR_RATIO:g} sigma, then "
                      f"{mixing_rounds(setup.graph)} noise-free rounds (pairwise residual at most {MIX_SHARE:g} of the "
                      "mean's MSE); the paper's every-round noise is for learning")
+    if "zero-sum" in designs:
+        lines.append(f"zero-sum: fresh zero-sum shares every round (the paper's), {nx.diameter(setup.graph)} rounds "
+                     "(the graph's diameter)")
     if any(d in BASELINES for d in designs):
         lines.append("ldp and central: closed forms at the same target (one Gaussian release per node / of the "
                      "mean); their utility is the expected MSE, the protocols' the measured one")

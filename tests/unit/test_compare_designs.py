@@ -43,7 +43,7 @@ def test_the_baselines_meet_the_target_and_central_is_n_times_better(rule: str) 
     assert float(rows["ldp"]["utility"]) / float(rows["central"]["utility"]) == pytest.approx(8, rel=1e-3)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("design", ["muffliato", "decor"])
+@pytest.mark.parametrize("design", ["muffliato", "decor", "zero-sum"])
 @pytest.mark.parametrize("rule", ["mean", "worst"])
 def test_a_protocol_design_is_calibrated_to_the_same_target(design: str, rule: str) -> None:
     shared = setup(rule)
@@ -61,8 +61,9 @@ def test_decor_averages_with_noise_in_round_zero_and_mixes_its_pairwise_terms_ou
 
 
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, ldp, central"):
-        chosen_designs(["decor", "zero-sum"], "averaging")
+    with pytest.raises(ConfigError, match="secure-neighbourhood is not implemented yet; available: muffliato, decor, "
+                                          "zero-sum, ldp, central"):
+        chosen_designs(["decor", "secure-neighbourhood"], "averaging")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
     with pytest.raises(ConfigError, match="--task learning: no design runs learning yet"):
