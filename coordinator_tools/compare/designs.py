@@ -17,6 +17,8 @@ Choices a reader should know (also in designs.json's `notes`):
   would stay in the network's mean and raise the MSE T-fold while protecting little more. Its
   pairwise noise is DECOR_RATIO × σ, and it gossips until the pairwise terms' residual MSE is at
   most MIX_SHARE of the mean's (|λ|^T from the gossip matrix's second-largest eigenvalue modulus).
+* zero-sum (Zip-DL) draws fresh zero-sum shares every round, as the paper does, for as many rounds as
+  the graph's diameter: its shares never move the mean, and each round's are mixed out as gossip mixes.
 * secure-neighbourhood draws node noise every round, as Koskela & Kulkarni analyse it, for as many
   rounds as the graph's diameter, with its default masks (MASK_RATIO σ): the mean keeps every round's noise.
 """
@@ -43,11 +45,12 @@ from node.mixing import metropolis_weight
 from node.protocols.decor import DecorParams
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
+from node.protocols.zero_sum import ZeroSumParams
 from node.topology import ProtocolParams, Topology
 
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
-PROTOCOL_DESIGNS = ("muffliato", "decor", "secure-neighbourhood")
+PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood")
 LEARNING_DESIGNS = ("muffliato", "decor")  # the protocol designs with a learning mode (`learning_designs`)
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
@@ -64,10 +67,7 @@ def chosen_designs(names: Sequence[str], task: str) -> tuple[str, ...]:
     available = (*(PROTOCOL_DESIGNS if task == "averaging" else LEARNING_DESIGNS), *BASELINES)
     unknown = [name for name in names if name not in available]
     if unknown:
-        if task == "learning" and unknown[0] in PROTOCOL_DESIGNS:
-            what = "has no learning mode"
-        else:
-            what = "is not implemented yet" if unknown[0] in DESIGNS else "is no design"
+        what = "has no learning mode" if unknown[0] in DESIGNS else "is no design"
         raise ConfigError(f"--designs: {unknown[0]} {what}; available with --task {task}: {', '.join(available)}")
     if not names:
         raise ConfigError(f"--designs: name at least one of {', '.join(available)}")
@@ -99,6 +99,8 @@ class DesignSetup:
         common = dict(sigma=sigma, sensitivity=self.sensitivity, alpha=ALPHA, dimension=self.dimension)
         if design == "muffliato":
             return MuffliatoParams(**common, rounds=nx.diameter(self.graph), accelerated=True)
+        if design == "zero-sum":
+            return ZeroSumParams(**common, rounds=nx.diameter(self.graph))
         if design == "secure-neighbourhood":
             return SecureNeighbourhoodParams(**common, rounds=nx.diameter(self.graph))
         return averaging_decor(self.graph, **common)
@@ -214,6 +216,9 @@ def notes(setup: DesignSetup, designs: Sequence[str]) -> list[str]:
         lines.append(f"decor: noise in round 0 only (noisy_rounds = 1), sigma_cor = {DECOR_RATIO:g} sigma, then "
                      f"{mixing_rounds(setup.graph)} noise-free rounds (pairwise residual at most {MIX_SHARE:g} of the "
                      "mean's MSE); the paper's every-round noise is for learning")
+    if "zero-sum" in designs:
+        lines.append(f"zero-sum: fresh zero-sum shares every round (the paper's), {nx.diameter(setup.graph)} rounds "
+                     "(the graph's diameter)")
     if "secure-neighbourhood" in designs:
         lines.append(f"secure-neighbourhood: node noise every round (the paper's), {nx.diameter(setup.graph)} rounds "
                      f"(the graph's diameter), masks at {MASK_RATIO:g} sigma; each round's noise stays in the mean")

@@ -44,7 +44,7 @@ def test_the_baselines_meet_the_target_and_central_is_n_times_better(rule: str) 
     assert float(rows["ldp"]["utility"]) / float(rows["central"]["utility"]) == pytest.approx(8, rel=1e-3)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("design", ["muffliato", "decor", "secure-neighbourhood"])
+@pytest.mark.parametrize("design", ["muffliato", "decor", "zero-sum", "secure-neighbourhood"])
 @pytest.mark.parametrize("rule", ["mean", "worst"])
 def test_a_protocol_design_is_calibrated_to_the_same_target(design: str, rule: str) -> None:
     shared = setup(rule)
@@ -67,9 +67,9 @@ def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> Non
 
 
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available with --task averaging: "
-                                          "muffliato, decor, secure-neighbourhood, ldp, central"):
-        chosen_designs(["decor", "zero-sum"], "averaging")
+    with pytest.raises(ConfigError, match="zero-sum has no learning mode; available with --task learning: "
+                                          "muffliato, decor, ldp, central"):
+        chosen_designs(["decor", "zero-sum"], "learning")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
     assert chosen_designs(["decor", "muffliato", "ldp"], "learning") == ("decor", "muffliato", "ldp")

@@ -23,7 +23,7 @@ from node.protocols.muffliato import MuffliatoParams
 from node.schema import describe_validation_error
 
 BUILT_IN = ("decor", "decor-gd", "muffliato", "muffliato-async", "muffliato-gd", "personalized-cd", "ring-histogram",
-            "ring-sum", "rw-sgd", "secure-neighbourhood", "walk-sum")
+            "ring-sum", "rw-sgd", "secure-neighbourhood", "walk-sum", "zero-sum")
 
 
 class EchoParams(BaseModel):
@@ -61,7 +61,7 @@ def test_netdps_own_protocols_are_registered_in_its_entry_point_group_like_any_o
         assert registered_options()[name].params is registry.protocol_spec(name).params
     assert set(demo_protocols()) == {"muffliato", "muffliato-async", "muffliato-gd", "rw-sgd", "personalized-cd",
                                      "decor"}
-    assert supported() == ("decor", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood")
+    assert supported() == ("decor", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood", "zero-sum")
     assert supported("learning") == ("muffliato-gd",)
 
 

@@ -166,16 +166,21 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
 
     def _account(self, run: Transcript, model: LinearGaussianModel, geometry: ViewGeometry | None = None,
                  **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-        """Every column; baselines that release each input once per draw of its node."""
-        releases = draws_per_node(model)
+        """Every column: the protocol's paper column, and baselines that compose each node's `releases`."""
         paper, notes = self.paper_column(run, options.get("threat_model", ThreatModel()))
+        releases = self.releases(run, model)
         return account_model(model, paper, notes=notes, geometry=geometry,
                              releases=float(releases[0]) if np.all(releases == releases[0]) else releases,
                              **options)
 
     def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
-        """The paper column's σ-free factor [u, v] (`account_model`'s `paper_sum`) and its notes: none by default."""
+        """The paper bound's σ-free factor [u, v] under `threat_model` and its notes; none by default (NaN)."""
         return np.full((run.n, run.n), np.nan), [NO_PAPER_BOUND]
+
+    def releases(self, run: Transcript, model: LinearGaussianModel) -> np.ndarray:
+        """Per node, how many releases of its input at σ the local-DP and central baselines compose: by default one
+        per draw of its own (a draw shared with a neighbour, a pairwise secret's, is no release)."""
+        return draws_per_node(model)
 
     def checks(self, replay: Replay) -> list[Check]:
         return [] if replay.private is None else [self._payload_check(replay)]
@@ -207,7 +212,7 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
             sigmas = {"exact": calibrate_sigma(geometry.upper, sensitivity=sensitivity, delta=options.delta,
                                                target=target),
                       **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta, target=target,
-                                        releases=int(np.max(draws_per_node(model))))}
+                                        releases=float(np.max(self.releases(run, model))))}
             sigma = sigmas["exact"]
             details["calibration"] = {"target_eps": target.epsilon, "rule": target.rule, "sigma": sigmas}
         losses = self._account(run, model, geometry, sigma=sigma, sensitivity=sensitivity,
