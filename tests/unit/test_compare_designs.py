@@ -124,7 +124,7 @@ def test_the_decor_demo_runs_the_averaging_design() -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--designs", "decor", "--graph", "hypercube", "--n", "6"], "hypercube needs n a power of 2, got n = 6"),
     (["--designs", "decor", "--target-eps", "0"], "--target-eps must be above 0, got 0"),
-    (["--designs", "zero-sum"], "zero-sum is not implemented yet"),
+    (["--designs", "zero-sum", "--task", "learning"], "zero-sum has no learning mode"),
     (["--target", "worst"], "--target worst, --virtual and --topology go with --designs"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(
