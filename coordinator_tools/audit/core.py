@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from flint import fmpq_mat
+from scipy.linalg import solve_triangular
 
 from coordinator_tools.audit.modular import Sketch
 
@@ -38,6 +40,11 @@ EPS = float(np.finfo(float).eps)
 FINE_RTOL = 4 * EPS
 # A e_u counts as outside the noise's range when its residual exceeds this fraction of it.
 RANGE_RTOL = 1e-9
+# The Gram path serves a noise map whose Gram matrix G = M Mᵀ has λ_min(G) > GRAM_MIN_RATIO · ‖G‖_∞: then
+# σ_min(M) > 1e-2 σ_max(M), far above both rank cut-offs, and p's rounding is O(κ(G) m eps) with κ(G) < 1e4.
+GRAM_MIN_RATIO = 1e-4
+# Rows per block of the Gram matrix: blocks of rows that end early (earlier messages) skip the later draws.
+GRAM_BLOCK_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,14 @@ class LinearGaussianModel:
             return self.noise_holders
         return tuple((owner,) for owner in self.owners)
 
+    @cached_property
+    def holder_matrix(self) -> np.ndarray:
+        """(k, n) bool: whether node v knows noise column k (`holders` as a table, read once per view)."""
+        table = np.zeros((len(self.holders), self.n), dtype=bool)
+        for k, holders in enumerate(self.holders):
+            table[k, list(holders)] = True
+        return table
+
     @property
     def scales(self) -> np.ndarray:
         """σ_k / σ of each noise column."""
@@ -139,10 +154,62 @@ def gaussian_geometry(signal: np.ndarray, noise_map: np.ndarray) -> tuple[np.nda
     The lower end keeps singular values above the backward error max(m, k)·eps·σ_max; the
     upper end keeps those above FINE_RTOL·σ_max. A column with a residual outside the kept
     range is infinite (the view pins u's input down without noise); a zero column is 0.
+    A well-conditioned M keeps every direction at both cut-offs: p is then read from its
+    m × m Gram matrix (`full_rank_geometry`), never from an SVD of all k columns.
     """
+    full_rank = full_rank_geometry(signal, noise_map)
+    if full_rank is not None:
+        return full_rank, full_rank.copy()
     ends = [np.where(outside, np.inf, np.sum(np.square(whitened), axis=0))
             for whitened, outside in whitened_signal(signal, noise_map)]
     return np.minimum(*ends), np.maximum(*ends)
+
+
+def full_rank_geometry(signal: np.ndarray, noise_map: np.ndarray) -> np.ndarray | None:
+    """p = aᵀ (M Mᵀ)⁻¹ a for every column a of `signal` by a Cholesky factor of G = M Mᵀ, when G is provably
+    well conditioned; None otherwise (the SVD of M then decides the rank).
+
+    Cholesky succeeds on G − τI, τ = GRAM_MIN_RATIO·‖G‖_∞ ≥ GRAM_MIN_RATIO·λ_max, only if λ_min(G) > τ up to
+    rounding of order m·eps·‖G‖ ≪ τ: M then has full row rank with σ_min > 1e-2 σ_max, every direction is
+    kept at both of `gaussian_geometry`'s cut-offs, no column leaves the range, and both ends equal this p.
+    The SVD costs O(k m²) on the k draws; this path O(k m²/2) at most in one product, less where later
+    rows (messages) depend on more draws than earlier ones (`gram`), then O(m³) on the Gram.
+    """
+    rows, width = noise_map.shape
+    if rows == 0 or rows > width:
+        return None
+    gram_matrix = gram(noise_map)
+    shift = GRAM_MIN_RATIO * float(np.max(np.sum(np.abs(gram_matrix), axis=1)))
+    try:
+        np.linalg.cholesky(gram_matrix - shift * np.eye(rows))
+        factor = np.linalg.cholesky(gram_matrix)
+    except np.linalg.LinAlgError:
+        return None
+    whitened = solve_triangular(factor, signal, lower=True, check_finite=False)
+    p: np.ndarray = np.sum(np.square(whitened), axis=0)
+    return p
+
+
+def gram(matrix: np.ndarray) -> np.ndarray:
+    """M Mᵀ by blocks of GRAM_BLOCK_ROWS rows, each pair of blocks multiplied up to the shorter one's last
+    nonzero column (a zero tail adds exactly nothing): rows in drawing order skip the draws made after them."""
+    rows = matrix.shape[0]
+    blocks = [slice(start, min(start + GRAM_BLOCK_ROWS, rows)) for start in range(0, rows, GRAM_BLOCK_ROWS)]
+    ends = [_nonzero_end(matrix[block]) for block in blocks]
+    result = np.empty((rows, rows))
+    for i, (block, end) in enumerate(zip(blocks, ends)):
+        for other, other_end in zip(blocks[i:], ends[i:]):
+            width = min(end, other_end)
+            product = matrix[block, :width] @ matrix[other, :width].T
+            result[block, other] = product
+            result[other, block] = product.T
+    return result
+
+
+def _nonzero_end(rows: np.ndarray) -> int:
+    """One past the last column where any of `rows` is nonzero (0 for zero rows)."""
+    used = np.flatnonzero(np.any(rows != 0, axis=0))
+    return int(used[-1]) + 1 if used.size else 0
 
 
 def whitened_signal(signal: np.ndarray, noise_map: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -164,14 +164,27 @@ def _rational_geometry(model: LinearGaussianModel, views: list[ObserverView], ob
 
 
 def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> ViewGeometry:
-    """p from the general formula; `reconstructable` is defined for one-draw-per-input models only."""
+    """p from the general formula; `reconstructable` is defined for one-draw-per-input models only.
+
+    Observers with the same messages and the same unknown draws (a coalition's members, every column of an
+    eavesdropper) share one view: it is computed once, on every input any of them accounts for.
+    """
     n = model.n
     lower = np.full((n, n), np.nan)
     upper = np.full((n, n), np.nan)
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
     for v, view in enumerate(views):
-        low, high = gaussian_geometry(*view.matrices(model))
-        lower[view.sources(), v] = low
-        upper[view.sources(), v] = high
+        groups.setdefault((view.messages, tuple(view.unknown_draws(model))), []).append(v)
+    # Many thin per-view products contend for BLAS threads; one large shared view uses them.
+    with threadpool_limits(limits=1 if len(groups) > 1 else None, user_api="blas"):
+        for observers in tracked(list(groups.values()), "exact: views", len(groups)):
+            columns = sorted({u for v in observers for u in views[v].sources()})
+            low, high = np.full(n, np.nan), np.full(n, np.nan)
+            low[columns], high[columns] = gaussian_geometry(*views[observers[0]].matrices(model, columns))
+            for v in observers:
+                sources = views[v].sources()
+                lower[sources, v] = low[sources]
+                upper[sources, v] = high[sources]
     none = np.zeros((n, n), dtype=bool)
     return ViewGeometry(lower, upper, none, ill_conditioned(lower, upper), "float-interval (general)")
 

@@ -12,6 +12,7 @@ its losses fill every observer column v (sources u ≠ v), the same view each ti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,18 +59,23 @@ class ObserverView:
         full = matrix[list(self.messages)]
         return full[:, self.hidden] / np.linalg.norm(full, axis=1, keepdims=True)
 
-    def matrices(self, model: LinearGaussianModel) -> tuple[np.ndarray, np.ndarray]:
-        """(signal A e_u for every source u, noise map B S on the unknown draws), rows normalised."""
+    def matrices(self, model: LinearGaussianModel,
+                 columns: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(signal A e_u for every source u, or every input of `columns`; noise map B S on the unknown draws),
+        rows normalised."""
         rows = list(self.messages)
         inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
         norms = np.sqrt(np.sum(np.square(inputs), axis=1) + np.sum(np.square(noise), axis=1))[:, None]
         norms[norms == 0] = 1.0
-        return inputs[:, self.sources()] / norms, noise[:, self.unknown_draws(model)] / norms
+        signal = self.sources() if columns is None else list(columns)
+        return inputs[:, signal] / norms, noise[:, self.unknown_draws(model)] / norms
 
     def unknown_draws(self, model: LinearGaussianModel) -> list[int]:
         """The noise columns of `model` the observer cannot subtract (the columns of `matrices`' noise map)."""
-        known = set(self.observers) if self.knows_own_noise else set()
-        return [k for k, holders in enumerate(model.holders) if known.isdisjoint(holders)]
+        if not self.knows_own_noise:
+            return list(range(len(model.holders)))
+        known = np.any(model.holder_matrix[:, list(self.observers)], axis=1)
+        return np.flatnonzero(~known).tolist()
 
 
 def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:
