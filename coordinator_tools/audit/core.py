@@ -127,6 +127,11 @@ class LinearGaussianModel:
             table[k, list(holders)] = True
         return table
 
+    @cached_property
+    def noise_ends(self) -> np.ndarray:
+        """`row_ends` of B: the draws each message depends on end there (read by every view's Gram)."""
+        return row_ends(self.noise_rows)
+
     @property
     def scales(self) -> np.ndarray:
         """σ_k / σ of each noise column."""
@@ -154,32 +159,29 @@ def gaussian_geometry(signal: np.ndarray, noise_map: np.ndarray) -> tuple[np.nda
     The lower end keeps singular values above the backward error max(m, k)·eps·σ_max; the
     upper end keeps those above FINE_RTOL·σ_max. A column with a residual outside the kept
     range is infinite (the view pins u's input down without noise); a zero column is 0.
-    A well-conditioned M keeps every direction at both cut-offs: p is then read from its
-    m × m Gram matrix (`full_rank_geometry`), never from an SVD of all k columns.
+    A view whose Gram matrix is well conditioned needs no SVD of its k columns: `gram_geometry`.
     """
-    full_rank = full_rank_geometry(signal, noise_map)
-    if full_rank is not None:
-        return full_rank, full_rank.copy()
     ends = [np.where(outside, np.inf, np.sum(np.square(whitened), axis=0))
             for whitened, outside in whitened_signal(signal, noise_map)]
     return np.minimum(*ends), np.maximum(*ends)
 
 
-def full_rank_geometry(signal: np.ndarray, noise_map: np.ndarray) -> np.ndarray | None:
-    """p = aᵀ (M Mᵀ)⁻¹ a for every column a of `signal` by a Cholesky factor of G = M Mᵀ, when G is provably
-    well conditioned; None otherwise (the SVD of M then decides the rank).
+def gram_geometry(signal: np.ndarray, gram_matrix: np.ndarray, error: float) -> np.ndarray | None:
+    """`gaussian_geometry`'s p from G = M Mᵀ (rows normalised as there, computed within `error` in ∞-norm) when G
+    is provably well conditioned: both ends are then this one value. None otherwise (the SVD decides the rank).
 
     Cholesky succeeds on G − τI, τ = GRAM_MIN_RATIO·‖G‖_∞ ≥ GRAM_MIN_RATIO·λ_max, only if λ_min(G) > τ up to
-    rounding of order m·eps·‖G‖ ≪ τ: M then has full row rank with σ_min > 1e-2 σ_max, every direction is
-    kept at both of `gaussian_geometry`'s cut-offs, no column leaves the range, and both ends equal this p.
-    The SVD costs O(k m²) on the k draws; this path O(k m²/2) at most in one product, less where later
-    rows (messages) depend on more draws than earlier ones (`gram`), then O(m³) on the Gram.
+    the Gram's error and the factorization's rounding (m·eps·‖G‖), both required ≪ τ: M then has full row
+    rank with σ_min > 1e-2 σ_max, every direction is kept at both cut-offs, no column leaves the range, and
+    p = aᵀ G⁻¹ a from the Cholesky factor, to O(κ(G) m eps) with κ(G) < 1e4. The SVD costs O(k m²) on the
+    k draws; G costs at most half that in one product (`gram`), then O(m³).
     """
-    rows, width = noise_map.shape
-    if rows == 0 or rows > width:
+    rows = gram_matrix.shape[0]
+    if rows == 0:
         return None
-    gram_matrix = gram(noise_map)
     shift = GRAM_MIN_RATIO * float(np.max(np.sum(np.abs(gram_matrix), axis=1)))
+    if error + rows * EPS * shift / GRAM_MIN_RATIO > 1e-2 * shift:
+        return None
     try:
         np.linalg.cholesky(gram_matrix - shift * np.eye(rows))
         factor = np.linalg.cholesky(gram_matrix)
@@ -190,15 +192,16 @@ def full_rank_geometry(signal: np.ndarray, noise_map: np.ndarray) -> np.ndarray 
     return p
 
 
-def gram(matrix: np.ndarray) -> np.ndarray:
+def gram(matrix: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """M Mᵀ by blocks of GRAM_BLOCK_ROWS rows, each pair of blocks multiplied up to the shorter one's last
-    nonzero column (a zero tail adds exactly nothing): rows in drawing order skip the draws made after them."""
+    nonzero column (`ends`: `row_ends` of the rows; a zero tail adds exactly nothing): rows in drawing
+    order skip the draws made after them."""
     rows = matrix.shape[0]
     blocks = [slice(start, min(start + GRAM_BLOCK_ROWS, rows)) for start in range(0, rows, GRAM_BLOCK_ROWS)]
-    ends = [_nonzero_end(matrix[block]) for block in blocks]
+    block_ends = [int(np.max(ends[block])) for block in blocks]
     result = np.empty((rows, rows))
-    for i, (block, end) in enumerate(zip(blocks, ends)):
-        for other, other_end in zip(blocks[i:], ends[i:]):
+    for i, (block, end) in enumerate(zip(blocks, block_ends)):
+        for other, other_end in zip(blocks[i:], block_ends[i:]):
             width = min(end, other_end)
             product = matrix[block, :width] @ matrix[other, :width].T
             result[block, other] = product
@@ -206,10 +209,14 @@ def gram(matrix: np.ndarray) -> np.ndarray:
     return result
 
 
-def _nonzero_end(rows: np.ndarray) -> int:
-    """One past the last column where any of `rows` is nonzero (0 for zero rows)."""
-    used = np.flatnonzero(np.any(rows != 0, axis=0))
-    return int(used[-1]) + 1 if used.size else 0
+def row_ends(matrix: np.ndarray) -> np.ndarray:
+    """One past the last nonzero column of each row (0 for a zero row), GRAM_BLOCK_ROWS rows at a time."""
+    ends = np.zeros(matrix.shape[0], dtype=int)
+    for start in range(0, matrix.shape[0], GRAM_BLOCK_ROWS):
+        block = slice(start, start + GRAM_BLOCK_ROWS)
+        nonzero = matrix[block, ::-1] != 0
+        ends[block] = np.where(nonzero.any(axis=1), matrix.shape[1] - np.argmax(nonzero, axis=1), 0)
+    return ends
 
 
 def whitened_signal(signal: np.ndarray, noise_map: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -42,6 +42,7 @@ from coordinator_tools.audit.core import (
     LinearGaussianModel,
     SpanBasis,
     gaussian_geometry,
+    gram_geometry,
 )
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.modular import (
@@ -166,8 +167,10 @@ def _rational_geometry(model: LinearGaussianModel, views: list[ObserverView], ob
 def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> ViewGeometry:
     """p from the general formula; `reconstructable` is defined for one-draw-per-input models only.
 
-    Observers with the same messages and the same unknown draws (a coalition's members, every column of an
-    eavesdropper) share one view: it is computed once, on every input any of them accounts for.
+    A view is read from its m × m Gram matrix when that is well conditioned (`core.gram_geometry`), else from
+    the SVD of its noise map. Observers with the same messages and the same unknown draws (a coalition's
+    members, every column of an eavesdropper) share one view: it is computed once, on every input any of them
+    accounts for.
     """
     n = model.n
     lower = np.full((n, n), np.nan)
@@ -180,7 +183,10 @@ def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> 
         for observers in tracked(list(groups.values()), "exact: views", len(groups)):
             columns = sorted({u for v in observers for u in views[v].sources()})
             low, high = np.full(n, np.nan), np.full(n, np.nan)
-            low[columns], high[columns] = gaussian_geometry(*views[observers[0]].matrices(model, columns))
+            view = views[observers[0]]
+            fast = gram_geometry(*view.gram_matrices(model, columns))
+            low[columns], high[columns] = (fast, fast) if fast is not None else gaussian_geometry(
+                *view.matrices(model, columns))
             for v in observers:
                 sources = views[v].sources()
                 lower[sources, v] = low[sources]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.core import EPS, LinearGaussianModel, gram
 from coordinator_tools.audit.losses import ThreatModel
 
 
@@ -70,12 +70,33 @@ class ObserverView:
         signal = self.sources() if columns is None else list(columns)
         return inputs[:, signal] / norms, noise[:, self.unknown_draws(model)] / norms
 
+    def gram_matrices(self, model: LinearGaussianModel,
+                      columns: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+        """`matrices`' signal, the Gram M Mᵀ of its noise map, and a bound on that Gram's rounding (∞-norm),
+        without the m × k noise map: the Gram of the view's whole noise rows, less that of the few draws the
+        observer knows (its own, its edges' pairwise secrets)."""
+        rows = list(self.messages)
+        inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
+        whole = gram(noise, model.noise_ends[rows])
+        known = noise[:, self._known(model)]
+        squared = np.sum(np.square(inputs), axis=1) + np.diag(whole)
+        norms = np.sqrt(np.where(squared == 0, 1.0, squared))
+        scaled = (whole - known @ known.T) / norms[:, None] / norms[None, :]
+        # Each entry of both products is within k·eps·‖b_i‖‖b_j‖ ≤ k·eps after normalising (Cauchy–Schwarz).
+        error = 2 * len(rows) * noise.shape[1] * EPS
+        signal = self.sources() if columns is None else list(columns)
+        return inputs[:, signal] / norms[:, None], scaled, error
+
     def unknown_draws(self, model: LinearGaussianModel) -> list[int]:
         """The noise columns of `model` the observer cannot subtract (the columns of `matrices`' noise map)."""
+        return np.flatnonzero(~self._known(model)).tolist()
+
+    def _known(self, model: LinearGaussianModel) -> np.ndarray:
+        """Whether the observer knows each noise column: one it (or a coalition member) holds."""
         if not self.knows_own_noise:
-            return list(range(len(model.holders)))
-        known = np.any(model.holder_matrix[:, list(self.observers)], axis=1)
-        return np.flatnonzero(~known).tolist()
+            return np.zeros(len(model.holders), dtype=bool)
+        known: np.ndarray = np.any(model.holder_matrix[:, list(self.observers)], axis=1)
+        return known
 
 
 def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:
