@@ -76,14 +76,16 @@ class ObserverView:
         without the m × k noise map: the Gram of the view's whole noise rows, less that of the few draws the
         observer knows (its own, its edges' pairwise secrets)."""
         rows = list(self.messages)
-        inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
+        inputs, noise = model.inputs[rows], model.noise_rows[rows]
+        noise *= model.scales  # in place: an eavesdropper's rows are the whole noise matrix
         whole = gram(noise, model.noise_ends[rows])
         known = noise[:, self._known(model)]
         squared = np.sum(np.square(inputs), axis=1) + np.diag(whole)
         norms = np.sqrt(np.where(squared == 0, 1.0, squared))
         scaled = (whole - known @ known.T) / norms[:, None] / norms[None, :]
-        # Each entry of both products is within k·eps·‖b_i‖‖b_j‖ ≤ k·eps after normalising (Cauchy–Schwarz).
-        error = 2 * len(rows) * noise.shape[1] * EPS
+        # Each entry of both products is within k·eps·‖b_i‖‖b_j‖ ≤ k·eps after normalising (Cauchy–Schwarz), their
+        # difference within 2 eps more: over a row, m times that.
+        error = 2 * len(rows) * (noise.shape[1] + 1) * EPS
         signal = self.sources() if columns is None else list(columns)
         return inputs[:, signal] / norms[:, None], scaled, error
 
