@@ -17,7 +17,7 @@ Utility, and the local-DP and central-DP baselines at the same noise (Muffliato 
   one utility and differ in ε: `baseline_utility` is the realized MSE of mean_v (clip(x_v) + η_v)
   from the run's own draws (its private logs), σ²/n per coordinate in expectation. (The audit's
   `utility.local` is another baseline: every node keeping its own noisy input, no averaging.)
-* learning (muffliato-gd, the setup of `netdp compare`: logistic regression on a bundled dataset,
+* learning (muffliato-gd or decor-gd, the setup of `netdp compare`: logistic regression on a bundled dataset,
   minibatch 16, clip 1, one example's privacy): `accuracy`, the test accuracy after the last step,
   mean over nodes (the audit's `utility.netdp`); `baseline_utility` the audit's `utility.central`
   (a trusted aggregator adding the noise of the mean, σ/√n: the same model as local DP with every
@@ -50,6 +50,7 @@ from coordinator_tools.topology.build import build_topology, new_run_id
 from coordinator_tools.topology.protocol_options import GraphFacts, params_from_fields
 from node.codec import from_tensor
 from node.errors import ConfigError
+from node.protocols.registry import protocol_spec
 from node.topology import FixedSchedule, ProtocolParams, Topology, save_topology
 
 START_SIGMA = 1.0  # the σ a target point's topology is first built at (muffliato's default T is T_stop there)
@@ -61,18 +62,33 @@ def learning_setup(point: Point, grid: SweepGrid, steps: int) -> CompareSetup:
                         steps_per_node=steps)
 
 
+def learning_params(point: Point, setup: CompareSetup, sigma: float, facts: GraphFacts) -> ProtocolParams:
+    """The point's learning protocol on `netdp compare`'s task: Muffliato-GD's fields, those the protocol shares.
+
+    A learning protocol other than Muffliato-GD (decor-gd, a plug-in) takes the same task, clip, batch,
+    steps and learning rate, and its own defaults for the rest (decor-gd's sigma_cor_ratio).
+    """
+    gossip = setup.params(GOSSIP, sigma, GOSSIP_ALPHA, point.n)
+    if point.protocol == gossip.name:
+        return gossip
+    shared = {field: value for field, value in gossip.model_dump().items()
+              if field in protocol_spec(point.protocol).params.model_fields and field != "name"}
+    return params_from_fields(point.protocol, shared, facts)  # type: ignore[return-value]
+
+
 def point_topology(point: Point, grid: SweepGrid, sigma: float, *, length: int | None = None,
                    addresses: list[str] | None = None) -> Topology:
     """The point's published topology at noise σ and length T (None: the point's own T, or its default)."""
     graph = point_graph(point)
     length = point.length if length is None else length
+    facts = GraphFacts(graph, "metropolis", None, FixedSchedule())
     if point.learning:
-        params: ProtocolParams = learning_setup(point, grid, length).params(GOSSIP, sigma, GOSSIP_ALPHA, point.n)
+        params: ProtocolParams = learning_params(point, learning_setup(point, grid, length), sigma, facts)
     else:
         fields: dict[str, object] = {"sigma": sigma, "dimension": grid.dimension}
         if length is not None:
             fields[length_field(point.protocol)] = length
-        params = params_from_fields(point.protocol, fields, GraphFacts(graph, "metropolis", None, FixedSchedule()))
+        params = params_from_fields(point.protocol, fields, facts)
     return build_topology(graph, graph_name=point.graph, run_id=new_run_id(f"sweep-{point.protocol}"),
                           protocol=params, graph_seed=point.graph_seed, addresses=addresses)
 

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from node.learning import LocalData, load_local_data
 from node.pairwise_secrets import PairwiseAgreement
-from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec
+from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.decor import SIGMA_COR_DESCRIPTION, pairwise_noise
 from node.protocols.gossip import BarrierRounds, run_gossip
 from node.protocols.muffliato_gd import noisy_gradient
@@ -90,7 +90,8 @@ class DecorGDNode:
 
 
 PLUGIN = ProtocolPlugin(
-    ProtocolSpec(PROTOCOL_NAME, DecorGDParams, DecorGDNode, load=load_local_data),
+    ProtocolSpec(PROTOCOL_NAME, DecorGDParams, DecorGDNode, load=load_local_data,
+                 sweep=SweepShape("learning", "steps")),
     auditor="coordinator_tools.audit.protocols.decor_gd:AUDITOR",
     options="coordinator_tools.topology.protocol_options:DECOR_GD",
 )

@@ -61,8 +61,9 @@ def test_netdps_own_protocols_are_registered_in_its_entry_point_group_like_any_o
         assert registered_options()[name].params is registry.protocol_spec(name).params
     assert set(demo_protocols()) == {"muffliato", "muffliato-async", "muffliato-gd", "rw-sgd", "personalized-cd",
                                      "decor"}
-    assert supported() == ("decor", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood", "zero-sum")
-    assert supported("learning") == ("muffliato-gd",)
+    assert supported() == ("decor", "decor-gd", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood",
+                           "zero-sum")
+    assert supported("learning") == ("decor-gd", "muffliato-gd")
 
 
 def test_the_entry_point_group_is_scanned_once() -> None:

@@ -16,6 +16,7 @@ from coordinator_tools.sweep.grid import (
     load_grid,
     supported,
 )
+from coordinator_tools.sweep.point import point_topology
 from node.errors import ConfigError
 
 
@@ -68,7 +69,7 @@ def test_a_named_graph_fixes_its_own_size_and_the_target_axis_replaces_sigma() -
     (("--protocol", "muffliato", "--sigma", "1", "--target-eps", "2"), "exactly one of them"),
     (("--protocol", "muffliato"), "exactly one of them"),
     (("--protocol", "muffliato-async", "--sigma", "1"), "muffliato-async needs rounds"),
-    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"), "muffliato-gd takes steps"),
+    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"), "decor-gd, muffliato-gd take steps"),
     (("--protocol", "muffliato", "--sigma", "1", "--steps", "2"), "the averaging protocols take rounds"),
     (("--protocol", "muffliato", "--sigma", "1", "--insecure"), "insecure only goes with networked runs"),
     (("--protocol", "muffliato", "--sigma", "1,2,1"), "sigma: lists 1.0 twice"),
@@ -101,3 +102,13 @@ def test_a_grid_file_takes_the_same_fields_single_values_included(tmp_path: Path
 def test_the_grid_round_trips_through_json() -> None:
     grid = grid_from({"protocol": ["muffliato"], "sigma": [1, 2], "rounds": 3}, "test")
     assert grid_from(grid.model_dump(mode="json"), "test") == grid
+
+
+def test_every_learning_protocol_runs_as_itself_on_the_shared_learning_task() -> None:
+    grid = sweep_grid("--protocol", "decor-gd,muffliato-gd", "--graph", "ring", "--n", "4", "--sigma", "1",
+                      "--steps", "3")
+    protocols = {point.protocol: point_topology(point, grid, 1.0).protocol for point in expand(grid)}
+    decor, gossip = protocols["decor-gd"], protocols["muffliato-gd"]
+    assert (decor.name, gossip.name) == ("decor-gd", "muffliato-gd")
+    shared = ("task", "clip", "batch", "steps", "learning_rate", "sensitivity", "sigma", "gossip_rounds")
+    assert {f: getattr(decor, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
