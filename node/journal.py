@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,21 @@ MAX_DETAIL_CHARS = 500  # a refusal's detail or an exchange's reason, cut: a pee
 # A refused message's kind, exchange id or token id is logged as at most this many characters, then the
 # SHA-256 of the rest: an oversized field is still told apart from another, but cannot grow the log.
 MAX_LOGGED_FIELD_CHARS = 64
+# Appends run on threads of their own: an fsync mostly waits for the disk, and the filesystem commits the
+# fsyncs in flight together, so a few dozen at once (a round's logs of many ids in one process) cost little
+# more than one; asyncio's default executor has only cores + 4 threads.
+LOG_WRITER_THREADS = 32
+_log_writers: ThreadPoolExecutor | None = None
+_log_writers_lock = threading.Lock()
+
+
+def log_writers() -> ThreadPoolExecutor:
+    """The process-wide threads that write and fsync the logs."""
+    global _log_writers
+    with _log_writers_lock:
+        if _log_writers is None:
+            _log_writers = ThreadPoolExecutor(LOG_WRITER_THREADS, thread_name_prefix="netdp-log")
+        return _log_writers
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,15 @@ def refusal_record(claimed_sender: int, status_code: str, detail: str, kind: str
     return viewlog_pb2.Record(rejected=record)
 
 
+def rejected_record(envelope: peer_pb2.Envelope | None, status_code: str, detail: str, message: Message | None,
+                    *, kept_elements: int, anonymous: bool) -> viewlog_pb2.Record:
+    """A refused incoming message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
+    and, if it was read, its payload (bounded by `refusal_record`)."""
+    sender = -1 if envelope is None or anonymous else int(envelope.sender)
+    kind, message_id = ("", MessageId()) if envelope is None else (envelope.kind, MessageId.of(envelope))
+    return refusal_record(sender, status_code, detail, kind, message_id, message, kept_elements)
+
+
 def bounded_text(text: str) -> str:
     """`text` itself when short; else its first MAX_LOGGED_FIELD_CHARS characters, then `...sha256:` and the hex
     digest of the rest (so at most MAX_LOGGED_FIELD_CHARS + 74 characters)."""
@@ -138,7 +164,8 @@ class GroupedAppends:
                 group, self._waiting = self._waiting, []
                 failure: Exception | None = None
                 try:
-                    await asyncio.to_thread(self._writer.append_many, [r for records, _ in group for r in records])
+                    await asyncio.get_running_loop().run_in_executor(
+                        log_writers(), self._writer.append_many, [r for records, _ in group for r in records])
                 except Exception as error:  # noqa: BLE001 - every caller of the group hears of it
                     failure = error
                 for _, durable in group:
@@ -201,11 +228,9 @@ class Journal:
 
     async def rejected(self, envelope: peer_pb2.Envelope | None, status_code: str, detail: str,
                        message: Message | None = None, *, kept_elements: int = 0, anonymous: bool = False) -> None:
-        """A refused message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
-        and, if it was read, its payload (bounded by `refusal_record`)."""
-        sender = -1 if envelope is None or anonymous else int(envelope.sender)
-        kind, message_id = ("", MessageId()) if envelope is None else (envelope.kind, MessageId.of(envelope))
-        await self.write(refusal_record(sender, status_code, detail, kind, message_id, message, kept_elements))
+        """A refused message, logged as `rejected_record` makes it."""
+        await self.write(rejected_record(envelope, status_code, detail, message, kept_elements=kept_elements,
+                                         anonymous=anonymous))
 
     async def refused_reply(self, peer: int, reply: Message, detail: str, *, kept_elements: int,
                             status_code: str = "INVALID_ARGUMENT") -> None:
@@ -232,6 +257,11 @@ class Journal:
         await self._private_appends.append([viewlog_pb2.Record(noise=record)])
 
     @property
+    def view_writer(self) -> ViewLogWriter:
+        """The public log's writer, for a caller that commits the records of many journals together."""
+        return self._view
+
+    @property
     def closed(self) -> bool:
         """Whether the node's run is over and its logs closed: nothing more can be recorded."""
         return self._closed
@@ -240,3 +270,20 @@ class Journal:
         self._closed = True
         self._view.close()
         self._private.close()
+
+
+async def write_view_logs(batches: Mapping[Journal, Sequence[viewlog_pb2.Record]]) -> dict[Journal, Exception | None]:
+    """Append each journal's records to its view log, every log's write and fsync in flight at once: the group
+    commit of a bundle of messages to many ids of one process. Per journal, None once its records are durable,
+    else what failed (a closed log: the node has stopped)."""
+    loop = asyncio.get_running_loop()
+    journals = list(batches)
+    outcomes = await asyncio.gather(*(loop.run_in_executor(log_writers(), journal.view_writer.append_many,
+                                                           batches[journal]) for journal in journals),
+                                    return_exceptions=True)
+    failures: dict[Journal, Exception | None] = {}
+    for journal, outcome in zip(journals, outcomes):
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome
+        failures[journal] = outcome
+    return failures
