@@ -15,8 +15,8 @@ protocol reads the public one back from `resumed` (its host the private one, fro
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
-import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,17 +40,12 @@ MAX_LOGGED_FIELD_CHARS = 64
 # fsyncs in flight together, so a few dozen at once (a round's logs of many ids in one process) cost little
 # more than one; asyncio's default executor has only cores + 4 threads.
 LOG_WRITER_THREADS = 32
-_log_writers: ThreadPoolExecutor | None = None
-_log_writers_lock = threading.Lock()
 
 
+@functools.cache
 def log_writers() -> ThreadPoolExecutor:
-    """The process-wide threads that write and fsync the logs."""
-    global _log_writers
-    with _log_writers_lock:
-        if _log_writers is None:
-            _log_writers = ThreadPoolExecutor(LOG_WRITER_THREADS, thread_name_prefix="netdp-log")
-        return _log_writers
+    """The process-wide threads that write and fsync the logs (asked for from event loops only)."""
+    return ThreadPoolExecutor(LOG_WRITER_THREADS, thread_name_prefix="netdp-log")
 
 
 @dataclass(frozen=True)
