@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import audit, bundles, cohosted, exchanges, gossip, learning, tokens, utility, virtual
+from bench import audit, bundles, cohosted, correlated, exchanges, gossip, learning, tokens, utility, virtual
 from bench.figures import Row, Sizes
 from bench.isolate import Measured, run_case
 from bench.report import machine, table, write
@@ -49,6 +49,8 @@ BENCHMARKS = [
               "bench.cohosted:measure", cohosted.cases, cohosted.rows),
     Benchmark("audit", "auditor: exact and paper columns, seconds and memory, speed-up over dense code",
               "bench.audit:measure", audit.cases, audit.rows, timeout_s=3600.0),
+    Benchmark("decor-audit", "DECOR's whole audit vs Muffliato's, hypercube n=64, 256, T=20: seconds, peak memory",
+              "bench.correlated:measure", correlated.cases, correlated.rows, timeout_s=3600.0),
     Benchmark("utility", "measured MSE vs Muffliato Thm 2's bound and central DP at the same mean loss",
               "bench.utility:measure", utility.cases, utility.rows, timeout_s=3600.0),
     Benchmark("learning", "Muffliato-GD step vs its gossip alone (16 processes)",

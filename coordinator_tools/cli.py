@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "pairwise privacy loss of a planned run, T_stop, and the noise a target loss needs"),
     "compare": ("coordinator_tools.compare.command",
                 "random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps, or noise designs for "
-                "averaging (--designs) at the same target (real runs)"),
+                "averaging or learning (--designs) at the same target (real runs)"),
     "sweep": ("coordinator_tools.sweep.command",
               "privacy-utility sweep: a grid of runs, each audited, as a CSV and figures"),
     "reproduce": ("coordinator_tools.reproduce.command",

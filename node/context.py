@@ -10,7 +10,7 @@ uses, and the verbs `deliver` (returns once the receiver durably logged the mess
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Literal, TypeVar, cast, overload
 
@@ -184,18 +184,21 @@ class ProtocolContext(Generic[P]):
 
     @overload
     def on(self, kind: str, handler: NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: Literal[False] = False, call_only: bool = False) -> None: ...
+           anonymous: Literal[False] = False, call_only: bool = False,
+           senders: Collection[int] | None = None) -> None: ...
 
     @overload
     def on(self, kind: str, handler: Handler, *, scheme: IdScheme, payload: bool, anonymous: bool,
-           call_only: bool = False) -> None: ...
+           call_only: bool = False, senders: Collection[int] | None = None) -> None: ...
 
     def on(self, kind: str, handler: Handler | NamedHandler, *, scheme: IdScheme, payload: bool,
-           anonymous: bool = False, call_only: bool = False) -> None:
+           anonymous: bool = False, call_only: bool = False, senders: Collection[int] | None = None) -> None:
         """Take incoming messages of `kind` with `handler` (validated first, like every message);
         `anonymous`: the handler and the log never learn who sent them (it is handed None as the sender);
-        `call_only`: a request, refused when it comes one-way."""
-        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous, call_only))
+        `call_only`: a request, refused when it comes one-way; `senders`: the nodes that may send the kind,
+        if not the neighbours (a key agreement between nodes that share a neighbour)."""
+        self._receiver.add_rule(kind, KindRule(handler, scheme, payload, anonymous, call_only,
+                                               None if senders is None else frozenset(senders)))
 
     def round_barrier(self, kind: str = GOSSIP, *, rounds_per_step: int = 1) -> RoundBarrier:
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's
@@ -242,6 +245,15 @@ class ProtocolContext(Generic[P]):
         """Deliver one message to several peers at once; fates are reported as they are known."""
         return await self._outbox.broadcast(to, message, policy, budget_s, wait_for_peer=wait_for_peer,
                                             on_fate=on_fate)
+
+    async def send_each(self, messages: Mapping[int, Message], policy: DeliveryPolicy, budget_s: float, *,
+                        wait_for_peer: bool = False, on_fate: FateCallback | None = None) -> dict[int, Delivery]:
+        """Deliver each peer its own message at once (a round value that differs per receiver, like a
+        zero-sum share); fates are reported as they are known, each message logged with its fate."""
+        sent = await asyncio.gather(*(self._outbox.broadcast((peer,), message, policy, budget_s,
+                                                             wait_for_peer=wait_for_peer, on_fate=on_fate)
+                                      for peer, message in sorted(messages.items())))
+        return {peer: delivery for deliveries in sent for peer, delivery in deliveries.items()}
 
     async def call(self, to: int, message: Message, timeout_s: float) -> Message:
         """A request and the peer's reply (raises node.transport.base.LinkError on failure)."""

@@ -1,8 +1,10 @@
-"""Pairwise secrets: two neighbours agree a per-run key, and draw shared Gaussian noise from it.
+"""Pairwise secrets: two nodes agree a per-run key, and draw shared Gaussian noise from it.
 
-Each node makes one X25519 key pair per run and sends its public key to every neighbour over
-the channel they already have (mutual TLS authenticates the sender; the receiver checks run,
-protocol and neighbourhood like every message). Both ends of edge (i, j), i < j, then derive
+Each node makes one X25519 key pair per run and sends its public key to every peer over a
+mutual-TLS channel (TLS authenticates the sender; the receiver checks run, protocol and that the
+sender is a peer like every message). The peers are the neighbours (DECOR), or the nodes that
+share a neighbour (secure-neighbourhood: they agree directly, never through the neighbour whose
+sum their masks hide, so that node cannot substitute a key). Both ends of pair (i, j), i < j, then derive
 
     secret_ij = HKDF-SHA256(X25519(own private, peer public), salt = SHA-256(run id),
                             info = label | i | j | their mutual-TLS names | public_i | public_j),
@@ -205,31 +207,36 @@ class AgreementFailed(NetdpError):
 
 
 class PairwiseAgreement:
-    """A node's key agreement with all its neighbours: the mailbox is registered at start, `agree` runs it once."""
+    """A node's key agreement with its peers: the mailbox is registered at start, `agree` runs it once.
 
-    def __init__(self, context: ProtocolContext[Any]) -> None:
+    The peers are the neighbours unless the protocol names others (`peers`): nodes that share a
+    neighbour agree directly, over their own mutual-TLS channel, and only key shares may then come
+    from them (the receiver takes the kind from those peers alone, every other kind from neighbours).
+    """
+
+    def __init__(self, context: ProtocolContext[Any], peers: tuple[int, ...] | None = None) -> None:
         self._context = context
+        self._peers = context.neighbours() if peers is None else peers
         self._dimension: int = context.params.vector_length  # the receiver checks every payload against it
         self._shares = KeyShares(context.journal, dimension=self._dimension)
-        context.on(KEY_SHARE, self._shares.handle, scheme="sequence", payload=True)
+        context.on(KEY_SHARE, self._shares.handle, scheme="sequence", payload=True, senders=peers)
 
     async def agree(self) -> dict[int, PairwiseSecret]:
-        """Send this node's public key to every neighbour, take theirs, and log the secrets privately."""
-        context = self._context
+        """Send this node's public key to every peer, take theirs, and log the secrets privately."""
+        context, peers = self._context, self._peers
         kind, run_id, node_id = context.noise.kind, context.topology.run_id, context.node_id
         private = key_pair(kind, run_id, node_id)
-        peers = context.neighbours()
         deadline = context.network.startup_deadline_s  # peers start at different times
         for message in key_share_messages(private, self._dimension):
             fates = await context.broadcast(peers, message, CustodyDelivery(context.network.send_attempts), deadline,
                                             wait_for_peer=True)
             refused = sorted(peer for peer, fate in fates.items() if not fate.delivered)
             if refused:
-                raise AgreementFailed(f"node {node_id}: neighbours {refused} did not take its key")
+                raise AgreementFailed(f"node {node_id}: peers {refused} did not take its key")
         publics = await self._shares.wait_for(peers, deadline)
         missing = sorted(set(peers) - set(publics))
         if missing:
-            raise AgreementFailed(f"node {node_id}: no key from neighbours {missing} within {deadline:g} s")
+            raise AgreementFailed(f"node {node_id}: no key from peers {missing} within {deadline:g} s")
         secrets = {peer: PairwiseSecret(peer, edge_secret(private, node_id, peer, publics[peer], run_id))
                    for peer in peers}
         await log_secrets(context.journal, secrets, kind)

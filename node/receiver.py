@@ -67,6 +67,7 @@ class KindRule:
     payload: bool  # carries a vector of the protocol's dimension (else nothing)
     anonymous: bool = False  # the sender is checked, then forgotten: neither handed on nor logged
     call_only: bool = False  # a request: it comes only as a call, whose reply is its point (never one-way)
+    senders: frozenset[int] | None = None  # who may send the kind (None: the node's neighbours in the topology)
     take: Taker | None = None  # the quick path of a one-way message, if the mailbox has one (same checks)
 
 
@@ -240,13 +241,17 @@ class Receiver:
         if authenticated_sender is not None and authenticated_sender != sender:
             raise Refusal("PERMISSION_DENIED", f"authenticated as node {authenticated_sender}, claims {sender}",
                           names_sender=True)
-        if sender not in self._neighbours:
+        kind = kind_of(envelope)
+        rule = self._rules.get(kind)
+        if rule is not None and rule.senders is not None:
+            if sender not in rule.senders:
+                raise Refusal("PERMISSION_DENIED", f"node {sender} may not send {kind} messages to node "
+                                                   f"{self._node_id}", names_sender=True)
+        elif sender not in self._neighbours:
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour of node {self._node_id}",
                           names_sender=True)
         if envelope.HasField("receiver") and envelope.receiver != self._node_id:
             raise Refusal("FAILED_PRECONDITION", f"message for node {envelope.receiver}, this is node {self._node_id}")
-        kind = kind_of(envelope)
-        rule = self._rules.get(kind)
         if rule is None:
             raise Refusal("INVALID_ARGUMENT", f"message kind {_quoted(kind)} is not part of {self._protocol}")
         shape = (self._dimension,) if rule.payload else (0,)

@@ -159,6 +159,13 @@ class Collusion:
                 f"together against {alone[worst]:.4g} to node {member[worst]} alone "
                 f"(LDP {self.joint.ldp_pairs('eps')[self.sources[worst], self.members[0]]:.4g}).")
 
+    def paper_notes(self, paper: np.ndarray) -> list[str]:
+        """What the paper column is: Theorem 1's sum over the union, or, where the protocol's paper gives no
+        coalition a value, its own account of why (the joint losses' paper notes)."""
+        if np.any(np.isfinite(paper)):
+            return [PAPER_NOTE]
+        return [f"collusion: {note}" for note in self.joint.notes if note.startswith("paper:")]
+
     def to_json(self) -> dict[str, object]:
         """The report's `collusion` block (SCHEMA.md)."""
         columns = {name: self.column(name) for name in (
@@ -197,7 +204,7 @@ class Collusion:
                 "paper_undercounts": int(np.count_nonzero(flags["paper_undercounts"])),
                 "attacked_sources": int(np.count_nonzero(~np.isnan(columns["model_attack_eps_lower"]))),
             },
-            "notes": [PAPER_NOTE, *self.notes],
+            "notes": [*self.paper_notes(columns["paper_rdp"]), *self.notes],
         }
 
 

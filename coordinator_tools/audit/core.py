@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from flint import fmpq_mat
+from scipy.linalg import solve_triangular
 
 from coordinator_tools.audit.modular import Sketch
 
@@ -38,6 +40,11 @@ EPS = float(np.finfo(float).eps)
 FINE_RTOL = 4 * EPS
 # A e_u counts as outside the noise's range when its residual exceeds this fraction of it.
 RANGE_RTOL = 1e-9
+# The Gram path serves a noise map whose Gram matrix G = M Mᵀ has λ_min(G) > GRAM_MIN_RATIO · ‖G‖_∞: then
+# σ_min(M) > 1e-2 σ_max(M), far above both rank cut-offs, and p's rounding is O(κ(G) m eps) with κ(G) < 1e4.
+GRAM_MIN_RATIO = 1e-4
+# Rows per block of the Gram matrix: blocks of rows that end early (earlier messages) skip the later draws.
+GRAM_BLOCK_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,19 @@ class LinearGaussianModel:
             return self.noise_holders
         return tuple((owner,) for owner in self.owners)
 
+    @cached_property
+    def holder_matrix(self) -> np.ndarray:
+        """(k, n) bool: whether node v knows noise column k (`holders` as a table, read once per view)."""
+        table = np.zeros((len(self.holders), self.n), dtype=bool)
+        for k, holders in enumerate(self.holders):
+            table[k, list(holders)] = True
+        return table
+
+    @cached_property
+    def noise_ends(self) -> np.ndarray:
+        """`row_ends` of B: the draws each message depends on end there (read by every view's Gram)."""
+        return row_ends(self.noise_rows)
+
     @property
     def scales(self) -> np.ndarray:
         """σ_k / σ of each noise column."""
@@ -139,10 +159,64 @@ def gaussian_geometry(signal: np.ndarray, noise_map: np.ndarray) -> tuple[np.nda
     The lower end keeps singular values above the backward error max(m, k)·eps·σ_max; the
     upper end keeps those above FINE_RTOL·σ_max. A column with a residual outside the kept
     range is infinite (the view pins u's input down without noise); a zero column is 0.
+    A view whose Gram matrix is well conditioned needs no SVD of its k columns: `gram_geometry`.
     """
     ends = [np.where(outside, np.inf, np.sum(np.square(whitened), axis=0))
             for whitened, outside in whitened_signal(signal, noise_map)]
     return np.minimum(*ends), np.maximum(*ends)
+
+
+def gram_geometry(signal: np.ndarray, gram_matrix: np.ndarray, error: float) -> np.ndarray | None:
+    """`gaussian_geometry`'s p from G = M Mᵀ (rows normalised as there, computed within `error` in ∞-norm) when G
+    is provably well conditioned: both ends are then this one value. None otherwise (the SVD decides the rank).
+
+    Cholesky succeeds on G − τI, τ = GRAM_MIN_RATIO·‖G‖_∞ ≥ GRAM_MIN_RATIO·λ_max, only if λ_min(G) > τ up to
+    the Gram's error and the factorization's rounding (m·eps·‖G‖), both required ≪ τ: M then has full row
+    rank with σ_min > 1e-2 σ_max, every direction is kept at both cut-offs, no column leaves the range, and
+    p = aᵀ G⁻¹ a from the Cholesky factor, to O(κ(G) m eps) with κ(G) < 1e4. The SVD costs O(k m²) on the
+    k draws; G costs at most half that in one product (`gram`), then O(m³).
+    """
+    rows = gram_matrix.shape[0]
+    if rows == 0:
+        return None
+    shift = GRAM_MIN_RATIO * float(np.max(np.sum(np.abs(gram_matrix), axis=1)))
+    if error + rows * EPS * shift / GRAM_MIN_RATIO > 1e-2 * shift:
+        return None
+    try:
+        np.linalg.cholesky(gram_matrix - shift * np.eye(rows))
+        factor = np.linalg.cholesky(gram_matrix)
+    except np.linalg.LinAlgError:
+        return None
+    whitened = solve_triangular(factor, signal, lower=True, check_finite=False)
+    p: np.ndarray = np.sum(np.square(whitened), axis=0)
+    return p
+
+
+def gram(matrix: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """M Mᵀ by blocks of GRAM_BLOCK_ROWS rows, each pair of blocks multiplied up to the shorter one's last
+    nonzero column (`ends`: `row_ends` of the rows; a zero tail adds exactly nothing): rows in drawing
+    order skip the draws made after them."""
+    rows = matrix.shape[0]
+    blocks = [slice(start, min(start + GRAM_BLOCK_ROWS, rows)) for start in range(0, rows, GRAM_BLOCK_ROWS)]
+    block_ends = [int(np.max(ends[block])) for block in blocks]
+    result = np.empty((rows, rows))
+    for i, (block, end) in enumerate(zip(blocks, block_ends)):
+        for other, other_end in zip(blocks[i:], block_ends[i:]):
+            width = min(end, other_end)
+            product = matrix[block, :width] @ matrix[other, :width].T
+            result[block, other] = product
+            result[other, block] = product.T
+    return result
+
+
+def row_ends(matrix: np.ndarray) -> np.ndarray:
+    """One past the last nonzero column of each row (0 for a zero row), GRAM_BLOCK_ROWS rows at a time."""
+    ends = np.zeros(matrix.shape[0], dtype=int)
+    for start in range(0, matrix.shape[0], GRAM_BLOCK_ROWS):
+        block = slice(start, start + GRAM_BLOCK_ROWS)
+        nonzero = matrix[block, ::-1] != 0
+        ends[block] = np.where(nonzero.any(axis=1), matrix.shape[1] - np.argmax(nonzero, axis=1), 0)
+    return ends
 
 
 def whitened_signal(signal: np.ndarray, noise_map: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -42,6 +42,7 @@ from coordinator_tools.audit.core import (
     LinearGaussianModel,
     SpanBasis,
     gaussian_geometry,
+    gram_geometry,
 )
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.modular import (
@@ -164,14 +165,32 @@ def _rational_geometry(model: LinearGaussianModel, views: list[ObserverView], ob
 
 
 def _general_geometry(model: LinearGaussianModel, views: list[ObserverView]) -> ViewGeometry:
-    """p from the general formula; `reconstructable` is defined for one-draw-per-input models only."""
+    """p from the general formula; `reconstructable` is defined for one-draw-per-input models only.
+
+    A view is read from its m × m Gram matrix when that is well conditioned (`core.gram_geometry`), else from
+    the SVD of its noise map. Observers with the same messages and the same unknown draws (a coalition's
+    members, every column of an eavesdropper) share one view: it is computed once, on every input any of them
+    accounts for.
+    """
     n = model.n
     lower = np.full((n, n), np.nan)
     upper = np.full((n, n), np.nan)
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
     for v, view in enumerate(views):
-        low, high = gaussian_geometry(*view.matrices(model))
-        lower[view.sources(), v] = low
-        upper[view.sources(), v] = high
+        groups.setdefault((view.messages, tuple(view.unknown_draws(model))), []).append(v)
+    # Many thin per-view products contend for BLAS threads; one large shared view uses them.
+    with threadpool_limits(limits=1 if len(groups) > 1 else None, user_api="blas"):
+        for observers in tracked(list(groups.values()), "exact: views", len(groups)):
+            columns = sorted({u for v in observers for u in views[v].sources()})
+            low, high = np.full(n, np.nan), np.full(n, np.nan)
+            view = views[observers[0]]
+            fast = gram_geometry(*view.gram_matrices(model, columns))
+            low[columns], high[columns] = (fast, fast) if fast is not None else gaussian_geometry(
+                *view.matrices(model, columns))
+            for v in observers:
+                sources = views[v].sources()
+                lower[sources, v] = low[sources]
+                upper[sources, v] = high[sources]
     none = np.zeros((n, n), dtype=bool)
     return ViewGeometry(lower, upper, none, ill_conditioned(lower, upper), "float-interval (general)")
 

@@ -158,7 +158,7 @@ def smallest_sigma(loss: Callable[[float], float], *, sensitivity: float, target
 
 
 def baseline_sigmas(n: int, *, sensitivity: float, delta: float, target: Target,
-                    releases: int = 1) -> dict[str, float]:
+                    releases: float = 1) -> dict[str, float]:
     """σ the local-DP and central-DP baselines need for the same target, each noisy release composed `releases`
     times."""
     return {

@@ -23,7 +23,9 @@ from coordinator_tools.audit.collusion import (
     add_colluders_argument,
     coalition_members,
     coalition_threat_model,
+    require_eavesdropper_views,
     require_joint_views,
+    threat_model_argument,
 )
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.pairs_file import CSV_AUTO_MAX_N
@@ -90,6 +92,8 @@ def plan_topology(topology: Topology, out: Path, options: PlanOptions = PlanOpti
     """
     auditor = auditor_named(topology.protocol.name)
     members: tuple[int, ...] = ()
+    if options.threat_model.eavesdropper:
+        require_eavesdropper_views(auditor, colluders)
     if colluders:
         require_joint_views(auditor)
         members = coalition_members(colluders, topology.n)
@@ -155,6 +159,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="calibrate sigma so that max over observers of the mean exact eps is <= EPS")
     target.add_argument("--target-worst-eps", type=positive, metavar="EPS",
                         help="calibrate sigma so that every pair's exact eps is <= EPS")
+    threat_model_argument(parser)
     add_colluders_argument(parser)
     parser.set_defaults(handler=_run)
 
@@ -166,7 +171,8 @@ def _run(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         delta=args.delta,
         conversion=args.conversion,
-        threat_model=ThreatModel(observer_knows_own_noise=not args.own_noise_unknown),
+        threat_model=ThreatModel(observer_knows_own_noise=not args.own_noise_unknown,
+                                 eavesdropper=args.threat_model == "eavesdropper"),
         target=_target(args),
         rounds=args.rounds,
         accelerated=args.accelerated,

@@ -191,7 +191,7 @@ def _index_log(
     """Index one log's records by MessageKey; records the topology or the protocol rule out become findings."""
     log = NodeLog(node, contents.header, intact=contents.damage is None,
                   logged_span=(contents.records[0].logged_unix, contents.records[-1].logged_unix))
-    neighbours = set(topology.neighbours[node])
+    peers = auditor.peers(topology, node)
     anonymous = auditor.sender_anonymous(topology)
 
     def odd(kind: str, detail: str, severity: Severity = "error") -> None:
@@ -219,7 +219,7 @@ def _index_log(
             continue
         named = kind in PEER_RECORDS or kind in OPTIONAL_PEER_RECORDS and entry.HasField("peer")
         peer = entry.peer if named else None
-        if peer is not None and peer not in neighbours:
+        if peer is not None and peer not in peers:
             odd("outside_topology", f"{kind} record names node {peer}, not a neighbour of node {node}; it is left out")
             continue
         problem = auditor.record_problem(topology, node, kind, entry)
@@ -261,7 +261,7 @@ def _refusal_problem(log: NodeLog, entry: viewlog_pb2.Rejected, topology: Topolo
         return None
     sender = int(entry.claimed_sender)
     peer = None if anonymous and sender == -1 else sender
-    if peer is not None and peer not in topology.neighbours[log.node]:
+    if peer is not None and peer not in auditor.peers(topology, log.node):
         log.unaccounted.append(entry)
         return ("refused_from_stranger", f"a refused value claims node {sender}, not a neighbour; no model of the "
                 "run accounts for it", "warning")

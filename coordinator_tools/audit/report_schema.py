@@ -1008,7 +1008,23 @@ class AuditReport(ReportCore):
         ' truth). Learning runs audited with `--data` only: `metric` (`"accuracy"` or `"mse"`), '
         "`test_examples`, `steps` (1..T), the metric after each step for `netdp` (mean over nodes), `central`"
         " (a trusted aggregator adding the noise of the mean, σ/√n) and `local` (every node alone, noise σ), "
-        "`initial` (the starting model θ = 0) and `baselines` (how the two baselines were simulated)"
+        "`initial` (the starting model θ = 0) and `baselines` (how the two baselines were simulated). decor with a "
+        "node that stopped early adds `drop_outs`: `stopped` (`{node, rounds_completed}`), `survivors` (nodes with"
+        " an output), `uncancelled_rounds` (ranges: rounds with a pairwise draw whose coefficient in the "
+        "survivors' summed outputs is not zero), `uncancelled_draws` (how many), `uncancelled_mse` (‖m‖²/D, m the "
+        "survivors' mean moved by those draws, from the private logs), `share` (its ratio to `mse`) and `reason` "
+        "(why the last two are `null`: no private logs); the truth stays the mean of all n clipped inputs"
+    ))
+    decor: dict[str, Any] | None = Field(default=None, description=(
+        "decor only: `paper`, DECOR's Theorem 1 (SecLDP) on this run: `theorem` (the formula, in words), "
+        "`covers` (every condition holds: only then is it the `paper` column; else that column is empty and a "
+        "note says why), `reason` (the failed conditions, or `null`), `conditions` (`{name, holds, detail}`: "
+        "`Decor's D-SGD` (an averaging run is not), `both noises every step` (not with `noisy_rounds`), `every "
+        "node completes every step` (no drop-out), `no collusion`), `rdp_per_observer` (the theorem's value, "
+        "covered or not: RDP at `alpha`, the same for every source of an observer; an eavesdropper's is the same"
+        " for every observer), `alpha` and `units`; with a drop-out, `planned_vs_run`: `{mean_exact_rdp_per_observer: "
+        "{planned: [...], run: [...]}}`, each observer's mean exact loss in the run in which every node completes "
+        "every round and in the run that happened"
     ))
     token_walk: TokenWalkBlock | None = Field(default=None, description=(
         "ring-sum, walk-sum and ring-histogram only: `tokens` (per token: `token_id`, `planned_hops`, "

@@ -12,11 +12,12 @@ its losses fill every observer column v (sources u ≠ v), the same view each ti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.core import EPS, LinearGaussianModel, gram
 from coordinator_tools.audit.losses import ThreatModel
 
 
@@ -58,18 +59,46 @@ class ObserverView:
         full = matrix[list(self.messages)]
         return full[:, self.hidden] / np.linalg.norm(full, axis=1, keepdims=True)
 
-    def matrices(self, model: LinearGaussianModel) -> tuple[np.ndarray, np.ndarray]:
-        """(signal A e_u for every source u, noise map B S on the unknown draws), rows normalised."""
+    def matrices(self, model: LinearGaussianModel,
+                 columns: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(signal A e_u for every source u, or every input of `columns`; noise map B S on the unknown draws),
+        rows normalised."""
         rows = list(self.messages)
         inputs, noise = model.inputs[rows], model.noise_rows[rows] * model.scales
         norms = np.sqrt(np.sum(np.square(inputs), axis=1) + np.sum(np.square(noise), axis=1))[:, None]
         norms[norms == 0] = 1.0
-        return inputs[:, self.sources()] / norms, noise[:, self.unknown_draws(model)] / norms
+        signal = self.sources() if columns is None else list(columns)
+        return inputs[:, signal] / norms, noise[:, self.unknown_draws(model)] / norms
+
+    def gram_matrices(self, model: LinearGaussianModel,
+                      columns: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+        """`matrices`' signal, the Gram M Mᵀ of its noise map, and a bound on that Gram's rounding (∞-norm),
+        without the m × k noise map: the Gram of the view's whole noise rows, less that of the few draws the
+        observer knows (its own, its edges' pairwise secrets)."""
+        rows = list(self.messages)
+        inputs, noise = model.inputs[rows], model.noise_rows[rows]
+        noise *= model.scales  # in place: an eavesdropper's rows are the whole noise matrix
+        whole = gram(noise, model.noise_ends[rows])
+        known = noise[:, self._known(model)]
+        squared = np.sum(np.square(inputs), axis=1) + np.diag(whole)
+        norms = np.sqrt(np.where(squared == 0, 1.0, squared))
+        scaled = (whole - known @ known.T) / norms[:, None] / norms[None, :]
+        # Each entry of both products is within k·eps·‖b_i‖‖b_j‖ ≤ k·eps after normalising (Cauchy–Schwarz), their
+        # difference within 2 eps more: over a row, m times that.
+        error = 2 * len(rows) * (noise.shape[1] + 1) * EPS
+        signal = self.sources() if columns is None else list(columns)
+        return inputs[:, signal] / norms[:, None], scaled, error
 
     def unknown_draws(self, model: LinearGaussianModel) -> list[int]:
         """The noise columns of `model` the observer cannot subtract (the columns of `matrices`' noise map)."""
-        known = set(self.observers) if self.knows_own_noise else set()
-        return [k for k, holders in enumerate(model.holders) if known.isdisjoint(holders)]
+        return np.flatnonzero(~self._known(model)).tolist()
+
+    def _known(self, model: LinearGaussianModel) -> np.ndarray:
+        """Whether the observer knows each noise column: one it (or a coalition member) holds."""
+        if not self.knows_own_noise:
+            return np.zeros(len(model.holders), dtype=bool)
+        known: np.ndarray = np.any(model.holder_matrix[:, list(self.observers)], axis=1)
+        return known
 
 
 def coalition(observer: int, threat_model: ThreatModel, n: int) -> tuple[int, ...]:

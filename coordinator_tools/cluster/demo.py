@@ -54,10 +54,11 @@ def demo_topology(args: argparse.Namespace, protocol: DemoProtocol) -> Topology:
 
 
 def check_demo_flags(args: argparse.Namespace, protocol: DemoProtocol) -> None:
-    """--target-eps (> 0) calibrates an averaging demo's σ, --rounds (>= 1) is synchronous Muffliato's T."""
-    for flag, value, kind, least in (("--target-eps", args.target_eps, AveragingDemo, 0.0),
-                                     ("--rounds", args.rounds, MuffliatoDemo, 0)):
-        if value is not None and not isinstance(protocol, kind):
+    """--target-eps (> 0) calibrates an averaging demo's σ, --rounds (>= 1) the gossip rounds T of a demo that has them
+    (synchronous Muffliato, DECOR)."""
+    for flag, value, applies, least in (("--target-eps", args.target_eps, isinstance(protocol, AveragingDemo), 0.0),
+                                        ("--rounds", args.rounds, protocol.takes_rounds, 0)):
+        if value is not None and not applies:
             raise ConfigError(f"{flag} does not apply to the {args.protocol} demo")
         if value is not None and not value > least:
             raise ConfigError(f"{flag} must be greater than {least:g}, got {value:g}")
@@ -142,7 +143,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            "each by default; the other protocols run one process per node)")
     demo.add_argument("--rounds", type=int, default=None,
                       help=f"muffliato: gossip rounds T (default {MuffliatoDemo.rounds}: each observer then receives "
-                           "T*deg values, well below the n - 1 unknown inputs)")
+                           "T*deg values, well below the n - 1 unknown inputs); decor: all rounds, the first noisy "
+                           "(default: enough to mix the pairwise terms out)")
     demo.add_argument("--dimension", type=int, default=None,
                       help=f"averaging: length of each node's vector (default {MuffliatoDemo.dimension}, "
                            f"muffliato-async {AveragingDemo.dimension}); "

@@ -77,6 +77,7 @@ class DemoProtocol(ABC):
     graph: ClassVar[str | None] = "hypercube"  # the graph kind when --graph is not given (None: its own graph)
     nodes: ClassVar[int | None] = None  # n when --n is not given and the kind takes one (None: the demo's 16)
     processes: ClassVar[int | None] = None  # node processes when --ids-per-process is not given (None: one per node)
+    takes_rounds: ClassVar[bool] = False  # whether --rounds sets its gossip rounds T
 
     @abstractmethod
     def params(self, args: argparse.Namespace, graph: nx.Graph) -> ProtocolParams:
@@ -238,6 +239,7 @@ class MuffliatoDemo(AveragingDemo):
 
     nodes = 128
     processes = 8
+    takes_rounds = True
     rounds: ClassVar[int] = 4
     dimension = 32  # the MSE over 128 × 32 coordinates exceeds Thm 2's bound in ~0.1% of runs (10% at D = 4)
 
@@ -260,11 +262,12 @@ class DecorDemo(AveragingDemo):
     """
 
     dimension = 64  # the MSE is one draw of the mean's noise per coordinate: ±18% over 64 of them
+    takes_rounds = True
 
     def params(self, args: argparse.Namespace, graph: nx.Graph) -> DecorParams:
         params = averaging_decor(graph, sigma=args.sigma, sensitivity=self.sensitivity_of(args), alpha=args.alpha,
                                  dimension=self.dimension_of(args))
-        return params if args.rounds is None else params.model_copy(update={"rounds": max(args.rounds, 1)})
+        return params if args.rounds is None else params.model_copy(update={"rounds": args.rounds})
 
     def print_privacy(self, topology: Topology, audit_dir: Path, report: Mapping[str, object]) -> None:
         """The hop table, then ε under each threat model and MSE against the baselines at the same mean ε."""
@@ -294,14 +297,27 @@ class DecorDemo(AveragingDemo):
                              sensitivity=topology.protocol.sensitivity, delta=float(report["delta"]))  # type: ignore[arg-type]
         central, local = (float(baseline_rows(shared, name, ["any"])[0]["utility"])  # type: ignore[arg-type]
                           for name in ("central", "ldp"))
-        CONSOLE.print(f"Where correlated noise wins: MSE {mse:.3g} per coordinate, {mse / central:.2f}x central DP's "
-                      f"{central:.3g} and {mse / local:.2g}x local DP's {local:.3g} at the same mean eps "
-                      f"{means['curious-observer']:.3g} against a curious node, which cannot remove the pairwise "
-                      f"terms on edges it does not hold; an eavesdropper, holding none, is at mean eps "
-                      f"{means['eavesdropper']:.3g}. Where it stops winning: node 0's neighbours together hold "
-                      f"every secret on its edges and see its value under its independent noise alone, eps "
-                      f"{node0['exact_eps_upper']:.3g} against local DP's {ldp:.3g} (audit-coalition/).",
-                      highlight=False)
+        CONSOLE.print(closing_lines(mse, central=central, local=local, means=means, coalition=float(
+            node0["exact_eps_upper"]), ldp=ldp, rounds=topology.protocol.rounds), highlight=False)
+
+
+def closing_lines(mse: float, *, central: float, local: float, means: Mapping[str, float], coalition: float,
+                  ldp: float, rounds: int) -> str:
+    """Where correlated noise wins (its MSE below local DP's at the same mean ε; with too few --rounds the pairwise
+    terms have not mixed out and it does not), and the threat model under which it stops."""
+    against = (f"at the same mean eps {means['curious-observer']:.3g} against a curious node, which cannot remove the "
+               f"pairwise terms on edges it does not hold; an eavesdropper, holding none, is at mean eps "
+               f"{means['eavesdropper']:.3g}")
+    coalition_line = (f"node 0's neighbours together hold every secret on its edges and see its value under its "
+                      f"independent noise alone, eps {coalition:.3g} against local DP's {ldp:.3g} (audit-coalition/).")
+    if mse < local:
+        return (f"Where correlated noise wins: MSE {mse:.3g} per coordinate, {mse / central:.2f}x central DP's "
+                f"{central:.3g} and {mse / local:.2g}x local DP's {local:.3g} {against}. Where it stops winning: "
+                f"{coalition_line}")
+    return (f"Correlated noise does not win in this run: after T = {rounds} rounds the pairwise terms have not mixed "
+            f"out, MSE {mse:.3g} per coordinate is {mse / local:.2g}x local DP's {local:.3g} and {mse / central:.2f}x "
+            f"central DP's {central:.3g} {against} (leave --rounds out for enough rounds). Under collusion: "
+            f"{coalition_line}")
 
 
 class AsyncDemo(AveragingDemo):

@@ -27,7 +27,7 @@ from coordinator_tools.cluster.demo_protocols import loopback_addresses
 from coordinator_tools.cluster.launch import LaunchOptions, run_cluster
 from coordinator_tools.cluster.ports import free_loopback_ports
 from coordinator_tools.cluster.virtual import run_virtual
-from coordinator_tools.compare import designs, figures
+from coordinator_tools.compare import designs, figures, learning_designs
 from coordinator_tools.compare.calibrate import Calibration, calibrate
 from coordinator_tools.compare.results import comparison, protocol_result, write_comparison
 from coordinator_tools.compare.setup import GOSSIP, GOSSIP_ALPHA, PROTOCOLS, WALK, CompareSetup, comparison_topology
@@ -120,7 +120,8 @@ def print_designs(rows: list[dict[str, object]], title: str, choices: list[str])
     table = Table(title=title)
     for column in designs.COLUMNS[:-1]:
         table.add_column(column, justify="right")
-    central = {r["threat_model"]: float(r["utility"]) for r in rows if r["design"] == "central"}  # type: ignore[arg-type]
+    central = {r["threat_model"]: float(r["utility"]) for r in rows  # type: ignore[arg-type]
+               if r["design"] == "central" and r["utility_kind"] == "mse"}  # a ratio of errors, not of accuracies
     if central:
         table.add_column("MSE / central", justify="right")
     for r in rows:
@@ -145,9 +146,9 @@ def _designs_command(args: argparse.Namespace) -> int:
                               "Metropolis weights)")
         graph, name = edge_list.graph, f"file:{args.topology.name}"
     else:
-        n = args.n if "n" in GENERATORS[args.graph].parameters else None
         with config_errors():  # a bad --n is refused in one line, before anything is written
-            graph = generate(args.graph, n=n, seed=args.graph_seed if GENERATORS[args.graph].seeded else None)
+            graph = generate(args.graph, n=_graph_size(args),
+                             seed=args.graph_seed if GENERATORS[args.graph].seeded else None)
         name = args.graph
     if not nx.is_connected(graph):
         raise ConfigError(f"the {name} graph is not connected: no design averages over it")
@@ -155,15 +156,24 @@ def _designs_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--dimension must be at least 1, got {args.dimension}")
     if not args.target_eps > 0:
         raise ConfigError(f"--target-eps must be above 0, got {args.target_eps:g}")
-    setup = designs.DesignSetup(graph=graph, graph_name=name, target=Target(args.target_eps, args.target),
-                                dimension=args.dimension)
-    out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty; choose a new --out folder")
-    seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
-    write_node_files(synthetic_values(setup.n, setup.dimension, setup.sensitivity, seed), out / "data")
-    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
-                           startup_timeout_s=args.startup_timeout)
+    target = Target(args.target_eps, args.target)
+    setup: designs.DesignSetup
+    if args.task == "learning":
+        with config_errors(flag_names(args)):
+            task = CompareSetup(dataset=args.dataset, steps_per_node=args.steps_per_node, clip=args.clip,
+                                batch=args.batch, gossip_learning_rate=args.learning_rate)
+        setup = learning_designs.LearningDesignSetup(graph=graph, graph_name=name, target=target,
+                                                     dimension=task.dimension, sensitivity=task.sensitivity,
+                                                     learning=task)
+    else:
+        setup = designs.DesignSetup(graph=graph, graph_name=name, target=target, dimension=args.dimension)
+    out, seed = _new_out(args), _data_seed(args)
+    if isinstance(setup, learning_designs.LearningDesignSetup):
+        split = setup.topology(setup.params("muffliato", 1.0), run_id="data")
+        write_minibatch_split(setup.learning.dataset, setup.learning.batch, split, out / "data", seed)
+    else:
+        write_node_files(synthetic_values(setup.n, setup.dimension, setup.sensitivity, seed), out / "data")
+    launch = _launch_options(args)
     processes = min(setup.n, DESIGN_PROCESSES)
 
     def run(params: ProtocolParams, folder: Path) -> Path:
@@ -171,11 +181,15 @@ def _designs_command(args: argparse.Namespace) -> int:
         topology = setup.topology(params, new_run_id(f"compare-{params.name}"), addresses)
         return launch_topology(topology, folder, out / "data", launch, secure=not args.insecure, virtual=args.virtual)
 
-    rows = designs.run_designs(setup, chosen, out, out / "data", run)
+    if isinstance(setup, learning_designs.LearningDesignSetup):
+        rows = learning_designs.run_designs(setup, chosen, out, out / "data", run)
+        choices = learning_designs.notes(setup, chosen)
+    else:
+        rows = designs.run_designs(setup, chosen, out, out / "data", run)
+        choices = designs.notes(setup, chosen)
     path = designs.write_csv(rows, out / designs.CSV_FILE)
-    title = f"{name}, n = {setup.n}: {args.target} eps {args.target_eps:g} (curious node), averaging"
+    title = f"{name}, n = {setup.n}: {args.target} eps {args.target_eps:g} (curious node), {args.task}"
     figures.designs(rows, title, out)
-    choices = designs.notes(setup, chosen)
     (out / designs.JSON_FILE).write_text(json.dumps(
         {"graph": name, "n": setup.n, "task": args.task, "data_seed": seed, "dimension": setup.dimension,
          "target": {"rule": args.target, "eps": args.target_eps, "delta": setup.delta}, "rows": rows,
@@ -193,10 +207,9 @@ def _compare_command(args: argparse.Namespace) -> int:
     if args.target != "mean" or args.virtual or args.topology is not None:
         raise ConfigError("--target worst, --virtual and --topology go with --designs")
     started = time.monotonic()
-    n = args.n if "n" in GENERATORS[args.graph].parameters else None
     flags = flag_names(args)
     with config_errors(flags):  # a bad flag is refused in one line, before any calibration or run
-        setup = CompareSetup(graph=args.graph, n=n, graph_seed=args.graph_seed, dataset=args.dataset,
+        setup = CompareSetup(graph=args.graph, n=_graph_size(args), graph_seed=args.graph_seed, dataset=args.dataset,
                              steps_per_node=args.steps_per_node, gossip_rounds=args.gossip_rounds, clip=args.clip,
                              batch=args.batch, gossip_learning_rate=args.learning_rate,
                              walk_learning_rate=args.walk_learning_rate)
@@ -204,9 +217,7 @@ def _compare_command(args: argparse.Namespace) -> int:
     for protocol, rate in ((GOSSIP, "learning_rate"), (WALK, "walk_learning_rate")):
         with config_errors({**flags, "learning_rate": flags[rate]}):  # its parameters at a valid σ
             setup.params(protocol, 1.0, GOSSIP_ALPHA, graph.number_of_nodes())
-    out = args.out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty; choose a new --out folder")
+    out = _new_out(args)
     calibrations = {}
     for protocol in PROTOCOLS:
         calibrations[protocol] = calibrate(setup, protocol, args.target_eps)
@@ -214,11 +225,10 @@ def _compare_command(args: argparse.Namespace) -> int:
         CONSOLE.print(f"{protocol}: sigma = {c.sigma:.4g} gives planned mean eps {c.planned_mean_eps:.4g} "
                       f"({c.column}{'' if protocol == GOSSIP else f', order {c.alpha:g}'}) after "
                       f"{c.evaluations} plan evaluations")
-    seed = secrets.randbits(SEED_BITS) if args.data_seed is None else args.data_seed
+    seed = _data_seed(args)
     first = comparison_topology(setup, graph, setup.params(GOSSIP, 1.0, 2.0, graph.number_of_nodes()), run_id="data")
     write_data(setup, first, out / "data", seed)
-    launch = LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
-                           startup_timeout_s=args.startup_timeout)
+    launch = _launch_options(args)
     entries = {}
     for protocol, calibration in calibrations.items():
         report = run_protocol(setup, calibration, out / protocol, out / "data", launch, secure=not args.insecure)
@@ -234,10 +244,34 @@ def _compare_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graph_size(args: argparse.Namespace) -> int | None:
+    """--n for a graph kind that takes a size; None for a named graph, which fixes its own."""
+    return args.n if "n" in GENERATORS[args.graph].parameters else None
+
+
+def _new_out(args: argparse.Namespace) -> Path:
+    """--out (default runs/compare-<time>), refused unless new or empty; kept in `args` for the experiment copy."""
+    out = args.out = args.out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty; choose a new --out folder")
+    return out
+
+
+def _data_seed(args: argparse.Namespace) -> int:
+    """--data-seed, or a fresh one (recorded in the comparison's document)."""
+    return secrets.randbits(SEED_BITS) if args.data_seed is None else int(args.data_seed)
+
+
+def _launch_options(args: argparse.Namespace) -> LaunchOptions:
+    """How every run of the comparison is launched: sampler, simulation seed and time limits from the flags."""
+    return LaunchOptions(sampler=args.sampler, simulation_seed=args.seed, timeout_s=args.timeout,
+                         startup_timeout_s=args.startup_timeout)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     compare = subparsers.add_parser(
         "compare", help="random-walk DP-SGD vs Muffliato-GD gossip at the same mean pairwise eps, or noise designs "
-        "for averaging (--designs) at the same target (real runs)")
+        "for averaging or learning (--designs) at the same target (real runs)")
     compare.add_argument("--graph", default="hypercube", choices=tuple(GENERATORS),
                          help="graph kind both protocols run on (default hypercube: the papers' exponential graph)")
     compare.add_argument("--n", type=int, default=16, help="number of nodes (default 16; a named graph fixes it)")

@@ -1,5 +1,7 @@
 """`netdp compare --designs`: noise designs for private averaging, calibrated to one target, run, audited.
 
+(`--task learning` runs the designs that learn through the same loop: `compare.learning_designs`.)
+
 Every design averages the same synthetic vectors (the ball of radius Δ/2, Δ = 1) on the same
 graph, with σ calibrated by the planner so that its exact loss against a curious node meets the
 same target (mean or worst-pair ε at δ = 1e-5). The protocol designs run for real and are audited
@@ -15,6 +17,10 @@ Choices a reader should know (also in designs.json's `notes`):
   would stay in the network's mean and raise the MSE T-fold while protecting little more. Its
   pairwise noise is DECOR_RATIO × σ, and it gossips until the pairwise terms' residual MSE is at
   most MIX_SHARE of the mean's (|λ|^T from the gossip matrix's second-largest eigenvalue modulus).
+* zero-sum (Zip-DL) draws fresh zero-sum shares every round, as the paper does, for as many rounds as
+  the graph's diameter: its shares never move the mean, and each round's are mixed out as gossip mixes.
+* secure-neighbourhood draws node noise every round, as Koskela & Kulkarni analyse it, for as many
+  rounds as the graph's diameter, with its default masks (MASK_RATIO σ): the mean keeps every round's noise.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -37,30 +44,31 @@ from node.errors import ConfigError
 from node.mixing import metropolis_weight
 from node.protocols.decor import DecorParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
+from node.protocols.zero_sum import ZeroSumParams
 from node.topology import ProtocolParams, Topology
 
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
-PROTOCOL_DESIGNS = ("muffliato", "decor")
+PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood")
+LEARNING_DESIGNS = ("muffliato", "decor")  # the protocol designs with a learning mode (`learning_designs`)
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
 CSV_FILE, JSON_FILE = "designs.csv", "designs.json"
 COLUMNS = ("design", "threat_model", "mean_eps", "worst_eps", "utility", "utility_kind")
 DECOR_RATIO = 30.0  # σ_cor / σ: at 30 the curious node's mean ε is within 2% of the n → ∞ limit (64-node hypercube)
 MIX_SHARE = 0.01  # the pairwise terms' residual MSE, at most this share of the mean's noise σ²/n
+MASK_RATIO = SecureNeighbourhoodParams.model_fields["mask_ratio"].default  # secure-neighbourhood's own default
 ALPHA = 2.0  # the published Rényi order: a label only, the exact column is a Gaussian (ε, δ)
 
 
 def chosen_designs(names: Sequence[str], task: str) -> tuple[str, ...]:
-    """The designs asked for, in order, or a one-line ConfigError naming what is available."""
-    available = (*PROTOCOL_DESIGNS, *BASELINES)
-    if task != "averaging":
-        raise ConfigError(f"--designs with --task {task}: no design runs {task} yet; --task averaging has "
-                          f"{', '.join(available)} (netdp compare without --designs compares learning protocols)")
+    """The designs asked for, in order, or a one-line ConfigError naming what is available for the task."""
+    available = (*(PROTOCOL_DESIGNS if task == "averaging" else LEARNING_DESIGNS), *BASELINES)
     unknown = [name for name in names if name not in available]
     if unknown:
-        what = "is not implemented yet" if unknown[0] in DESIGNS else "is no design"
-        raise ConfigError(f"--designs: {unknown[0]} {what}; available: {', '.join(available)}")
+        what = "has no learning mode" if unknown[0] in DESIGNS else "is no design"
+        raise ConfigError(f"--designs: {unknown[0]} {what}; available with --task {task}: {', '.join(available)}")
     if not names:
         raise ConfigError(f"--designs: name at least one of {', '.join(available)}")
     return tuple(dict.fromkeys(names))
@@ -91,6 +99,10 @@ class DesignSetup:
         common = dict(sigma=sigma, sensitivity=self.sensitivity, alpha=ALPHA, dimension=self.dimension)
         if design == "muffliato":
             return MuffliatoParams(**common, rounds=nx.diameter(self.graph), accelerated=True)
+        if design == "zero-sum":
+            return ZeroSumParams(**common, rounds=nx.diameter(self.graph))
+        if design == "secure-neighbourhood":
+            return SecureNeighbourhoodParams(**common, rounds=nx.diameter(self.graph))
         return averaging_decor(self.graph, **common)
 
 
@@ -127,46 +139,69 @@ def baseline_rows(setup: DesignSetup, design: str, threat_models: Sequence[str])
     under every threat model. Its MSE per coordinate is σ²/n: ldp averages n releases at σ, central's noise on
     the mean is σ/√n (its σ is the node noise whose sum hides one input as the curator's noise does)."""
     sigma = baseline_sigmas(setup.n, sensitivity=setup.sensitivity, delta=setup.delta, target=setup.target)[design]
-    geometry = np.full((setup.n, setup.n), 1.0 if design == "ldp" else 1.0 / setup.n)
+    mean_eps, worst_eps = baseline_eps(setup, design, sigma)
+    return [row(design, model, mean_eps, worst_eps, sigma**2 / setup.n) for model in threat_models]
+
+
+def baseline_eps(setup: DesignSetup, design: str, sigma: float, releases: int = 1) -> tuple[float, float]:
+    """A baseline's (mean, worst-pair) ε at σ: every pair sees u's `releases` noisy releases (ldp) or their
+    share of the mean (central)."""
+    geometry = np.full((setup.n, setup.n), float(releases) if design == "ldp" else releases / setup.n)
     np.fill_diagonal(geometry, np.nan)
     mu = np.sqrt(squared_mu(np.nan_to_num(geometry), sigma=sigma, sensitivity=setup.sensitivity))
     eps = np.where(np.isnan(geometry), np.nan, gaussian_epsilon(mu, setup.delta))
-    return [row(design, model, summarize(eps, "mean"), summarize(eps, "worst"), sigma**2 / setup.n)
-            for model in threat_models]
+    return summarize(eps, "mean"), summarize(eps, "worst")
 
 
-def audited_rows(design: str, rundir: Path, folder: Path, data_dir: Path, delta: float) -> list[dict[str, object]]:
-    """Audit a design's run under each threat model its auditor accounts; one row each (MSE from the report)."""
+def mse(report: Mapping[str, Any]) -> float:
+    """An averaging run's utility: the MSE per coordinate its report measured."""
+    return float(report["utility"]["mse"])
+
+
+def audited_rows(design: str, rundir: Path, folder: Path, data_dir: Path, delta: float, *,
+                 protocol: str | None = None, utility: Callable[[Mapping[str, Any]], float] = mse,
+                 utility_kind: str = "mse") -> list[dict[str, object]]:
+    """Audit a design's run (of `protocol`, the design's name by default) under each threat model its auditor
+    accounts; one row each, its utility read off the report."""
     rows = []
-    eavesdropper = auditor_named(design).eavesdropper_views
+    eavesdropper = auditor_named(protocol or design).eavesdropper_views
     for model, name in ((CURIOUS, "audit"), *(((EAVESDROPPER, "audit-eavesdropper"),) if eavesdropper else ())):
         options = AuditOptions(data=data_dir, delta=delta, attack_pairs="none", eavesdropper=model == EAVESDROPPER)
         report = audit_run(rundir, folder / name, options)
         n = int(report["run"]["n"])  # type: ignore[index]
         eps = pair_matrix(read_pairs(folder / name, ["source", "observer", "exact_eps_upper"]), "exact_eps_upper", n)
         rows.append(row(design, str(report["threat_model"]["name"]), summarize(eps, "mean"),  # type: ignore[index]
-                        summarize(eps, "worst"), float(report["utility"]["mse"])))  # type: ignore[index]
+                        summarize(eps, "worst"), utility(report), utility_kind))
     return rows
 
 
-def row(design: str, threat_model: str, mean_eps: float, worst_eps: float, mse: float) -> dict[str, object]:
+def row(design: str, threat_model: str, mean_eps: float, worst_eps: float, utility: float,
+        utility_kind: str = "mse") -> dict[str, object]:
     """One line of designs.csv."""
-    return dict(zip(COLUMNS, (design, threat_model, mean_eps, worst_eps, mse, "mse"), strict=True))
+    return dict(zip(COLUMNS, (design, threat_model, mean_eps, worst_eps, utility, utility_kind), strict=True))
+
+
+Rows = list[dict[str, object]]
 
 
 def run_designs(setup: DesignSetup, designs: Sequence[str], out: Path, data_dir: Path,
-                run: Callable[[ProtocolParams, Path], Path]) -> list[dict[str, object]]:
-    """Every design's rows: protocol designs calibrated, run by `run(params, folder) -> rundir` and audited,
-    then the baselines under the threat models the protocols were audited under."""
-    rows: list[dict[str, object]] = []
+                run: Callable[[ProtocolParams, Path], Path], *,
+                audit: Callable[[str, Path, Path], Rows] | None = None,
+                baselines: Callable[[str, Sequence[str]], Rows] | None = None) -> Rows:
+    """Every design's rows: protocol designs calibrated, run by `run(params, folder) -> rundir` and audited
+    (`audit(design, rundir, folder)`; averaging's by default), then the baselines under the threat models the
+    protocols were audited under (`baselines(design, threat_models)`; averaging's by default)."""
+    rows: Rows = []
     for design in designs:
-        if design in PROTOCOL_DESIGNS:
-            rundir = run(calibrated(setup, design), out / design)
-            rows += audited_rows(design, rundir, out / design, data_dir, setup.delta)
+        if design in BASELINES:
+            continue
+        rundir = run(calibrated(setup, design), out / design)
+        rows += (audit(design, rundir, out / design) if audit is not None
+                 else audited_rows(design, rundir, out / design, data_dir, setup.delta))
     models = list(dict.fromkeys(str(r["threat_model"]) for r in rows)) or [CURIOUS]
     for design in designs:
         if design in BASELINES:
-            rows += baseline_rows(setup, design, models)
+            rows += baseline_rows(setup, design, models) if baselines is None else baselines(design, models)
     return rows
 
 
@@ -181,6 +216,12 @@ def notes(setup: DesignSetup, designs: Sequence[str]) -> list[str]:
         lines.append(f"decor: noise in round 0 only (noisy_rounds = 1), sigma_cor = {DECOR_RATIO:g} sigma, then "
                      f"{mixing_rounds(setup.graph)} noise-free rounds (pairwise residual at most {MIX_SHARE:g} of the "
                      "mean's MSE); the paper's every-round noise is for learning")
+    if "zero-sum" in designs:
+        lines.append(f"zero-sum: fresh zero-sum shares every round (the paper's), {nx.diameter(setup.graph)} rounds "
+                     "(the graph's diameter)")
+    if "secure-neighbourhood" in designs:
+        lines.append(f"secure-neighbourhood: node noise every round (the paper's), {nx.diameter(setup.graph)} rounds "
+                     f"(the graph's diameter), masks at {MASK_RATIO:g} sigma; each round's noise stays in the mean")
     if any(d in BASELINES for d in designs):
         lines.append("ldp and central: closed forms at the same target (one Gaussian release per node / of the "
                      "mean); their utility is the expected MSE, the protocols' the measured one")

@@ -96,9 +96,11 @@ def designs(rows: Sequence[Mapping[str, object]], title: str, out: Path) -> Path
                     axis.scatter(x, y, s=40, color=colours[str(r["design"])])
                     axis.annotate(str(r["design"]), (x, y), textcoords="offset points", xytext=(5, 3), fontsize=8)
             axis.set_xlim(0, 1.15 * max(float(r[column]) for r in rows))  # type: ignore[arg-type]
-            axis.set_yscale("log")
+            kind = str(rows[0]["utility_kind"])
+            if kind == "mse":
+                axis.set_yscale("log")
             axis.set_xlabel(f"{column.replace('_eps', '')} pairwise epsilon")
-            axis.set_ylabel(f"{rows[0]['utility_kind']} (per coordinate)")
+            axis.set_ylabel("MSE (per coordinate)" if kind == "mse" else f"test {kind}")
             axis.set_title(model, fontsize=9)
             axis.grid(True, which="major", alpha=0.3)
     figure.suptitle(title, fontsize=10)

@@ -26,8 +26,10 @@ matplotlib.use("Agg")
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from coordinator_tools.arguments import positive  # noqa: E402
 from coordinator_tools.reproduce import page  # noqa: E402
 from coordinator_tools.reproduce.outcome import Context, Outcome, Reproduction  # noqa: E402
+from coordinator_tools.reproduce.publish import DEFAULT_BUDGET_MB, publish  # noqa: E402
 from coordinator_tools.reproduce.registry import reproductions  # noqa: E402
 from coordinator_tools.reproduce.result import (  # noqa: E402
     SCHEMA,
@@ -41,7 +43,7 @@ from node.errors import ConfigError  # noqa: E402
 CONSOLE = Console()
 RESULT_FILE = "result.json"
 TABLE_FILE = "table.csv"
-SUMMARY_FILE = "summary.json"
+SUMMARY_FILE = page.SUMMARY_FILE
 INVOCATION_FILE = "reproduce.json"  # name, scale and seed, written first: what --resume must match
 ROW_FIELDS = tuple(ResultRow.model_fields)  # table.csv's columns
 FIGURE_DPI = 120
@@ -127,14 +129,20 @@ def reproduce_all(known: dict[str, Reproduction], out: Path, scale: str, seed: i
 
 
 def _stamp() -> dict[str, object]:
-    """The commit and the machine a summary was made on (the page's full-scale version is cited with both)."""
+    """The commit and the machine a summary was made on (the page's full-scale version is cited with both), and
+    whether tracked files differed from that commit (then the commit alone does not name the code that ran)."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                                cwd=Path(__file__).parent).stdout.strip()
+        commit = _git("rev-parse", "HEAD")
+        modified: bool | None = bool(_git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    return {"commit": commit, "machine": platform.node(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        commit, modified = "unknown", None
+    return {"commit": commit, "uncommitted_changes": modified, "machine": platform.node(),
+            "platform": platform.platform(), "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def _git(*argv: str) -> str:
+    return subprocess.run(["git", *argv], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).parent).stdout.strip()
 
 
 def _write_figures(outcome: Outcome, out: Path) -> list[str]:
@@ -168,7 +176,26 @@ def print_result(document: ReproductionResult, out: Path, console: Console = CON
                   + "".join(f", {out / name}" for name in document.figures))
 
 
+def _publish_command(args: argparse.Namespace) -> int:
+    """`--publish DIR --to DEST`: the page over `--all` copied into the docs tree (`publish.py`)."""
+    if args.to is None:
+        raise ConfigError("argument --publish: give --to DEST, the folder the page is published in")
+    if args.name is not None or args.all or args.resume:
+        raise ConfigError("argument --publish: give it alone with --to (and --max-mb), not with NAME, --all or "
+                          "--resume")
+    publication = publish(args.publish, args.to, args.max_mb)
+    CONSOLE.print(f"published {len(publication.files)} files ({publication.size / 1e6:.2f} MB of "
+                  f"{publication.budget / 1e6:g}) into {args.to}: {len(publication.audits)} of "
+                  f"{len(publication.audits) + len(publication.audits_left_out)} audit pages, "
+                  f"{len(publication.scaled)} figures scaled down", highlight=False)
+    return 0
+
+
 def _reproduce_command(args: argparse.Namespace) -> int:
+    if args.publish is not None:
+        return _publish_command(args)
+    if args.to is not None:
+        raise ConfigError("argument --to: goes with --publish DIR")
     known = reproductions()
     if args.all:
         if args.name is not None:
@@ -214,4 +241,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="full: the paper's sizes; quick: a small graph in seconds to minutes (default full)")
     parser.add_argument("--seed", type=int, default=None,
                         help="base seed of the data and the simulation noise (default: a fresh one, recorded)")
+    parser.add_argument("--publish", type=Path, default=None, metavar="DIR",
+                        help="copy the page an --all run wrote in DIR (index.html, summary.json, figures, tables and "
+                             "as many audit pages as --max-mb allows) into --to, its links rewritten to work there")
+    parser.add_argument("--to", type=Path, default=None, metavar="DEST",
+                        help="with --publish: a new or empty folder, or an earlier publication (replaced), e.g. "
+                             "docs/reproductions/full")
+    parser.add_argument("--max-mb", type=positive, default=DEFAULT_BUDGET_MB,
+                        help=f"with --publish: the published copy's size budget in megabytes (default "
+                             f"{DEFAULT_BUDGET_MB:g})")
     parser.set_defaults(handler=_reproduce_command)

@@ -21,6 +21,7 @@ from coordinator_tools.reproduce.outcome import FINDING, SEVERITY
 from coordinator_tools.reproduce.result import ReproductionResult, ResultRow, StatementVsProofEntry
 
 PAGE_FILE = "index.html"
+SUMMARY_FILE = "summary.json"  # the page's content as data, beside it
 AUDIT_PAGE = "index.html"  # the audit's own page inside each audit folder (coordinator_tools.audit.html)
 STYLE = """body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}table{border-collapse:collapse;
 margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}
@@ -31,6 +32,11 @@ code{background:#f3f3f3;padding:1px 3px}"""
 def command_line(name: str, scale: str, seed: int) -> str:
     """The command that reruns one reproduction exactly (same scale, same base seed)."""
     return f"netdp reproduce {name} --scale {scale} --seed {seed}"
+
+
+def modified_note(stamp: Mapping[str, object]) -> str:
+    """Said after the stamp's commit when tracked files differed from it as the reproductions ran."""
+    return " (with uncommitted changes to tracked files)" if stamp.get("uncommitted_changes") else ""
 
 
 def audit_statements(folder: Path, runs: Sequence[str]) -> list[StatementVsProofEntry]:
@@ -108,7 +114,8 @@ def render(summary: Mapping[str, object], documents: Sequence[ReproductionResult
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>netdp reproductions ({summary['scale']})"
              f"</title><style>{STYLE}</style></head><body>",
              f"<h1>The papers' figures on netdp's runs ({escape(str(summary['scale']))} scale)</h1>",
-             f"<p>Commit <code>{escape(str(stamp['commit']))}</code> on {escape(str(stamp['machine']))} "
+             f"<p>Commit <code>{escape(str(stamp['commit']))}</code>{modified_note(stamp)} on "
+             f"{escape(str(stamp['machine']))} "
              f"({escape(str(stamp['platform']))}, {stamp['cpus']} CPUs), {escape(str(stamp['time']))}; base seed "
              f"{summary['seed']}. Verdicts: <b>reproduced</b>; <b>differs (stated deviation)</b>: netdp's setup "
              "differs from the paper's in a stated way; <b>finding</b>: netdp differs in the paper's own setting.</p>",

@@ -15,6 +15,7 @@ MODULES = (
     "icml2024_fig1",
     "icml2024_fig3",
     "aistats2018_fig2",
+    "decor_libsvm",
 )
 
 

@@ -32,6 +32,8 @@ from coordinator_tools.theory import (
 from coordinator_tools.topology.build import DerivedWeighting, gossip_mixing
 from node.errors import ConfigError
 from node.learning import Adjacency, derived_sensitivity
+from node.protocols.decor import SIGMA_COR_DESCRIPTION
+from node.protocols.decor_gd import DecorGDParams
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
@@ -280,14 +282,19 @@ MUFFLIATO_ASYNC = ProtocolOptions(
     derive=_averaging_defaults,
 )
 
+GOSSIP_ROUNDS = Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int)
 MUFFLIATO_GD = ProtocolOptions(
     MuffliatoGDParams,
-    NOISY_VECTOR_OPTIONS + (
-        STEPS,
-        Option("--gossip-rounds", "gossip_rounds", "gossip rounds K after every step", int),
-        PLAIN,
-    ) + LEARNING_OPTIONS,
+    NOISY_VECTOR_OPTIONS + (STEPS, GOSSIP_ROUNDS, PLAIN) + LEARNING_OPTIONS,
     derive=_gd_defaults,
+)
+
+# DECOR learning: Muffliato-GD's options (K defaults to the paper's 1), and the pairwise noise as `decor` sets it.
+DECOR_GD = ProtocolOptions(
+    DecorGDParams,
+    NOISY_VECTOR_OPTIONS + (STEPS, GOSSIP_ROUNDS, Option("--sigma-cor-ratio", "sigma_cor_ratio", SIGMA_COR_DESCRIPTION,
+                                                         float, default=1.0)) + LEARNING_OPTIONS,
+    derive=_learning_defaults,
 )
 
 RING_SUM = ProtocolOptions(
@@ -482,7 +489,7 @@ def _options_by_flag() -> dict[Option, list[str]]:
     flags: dict[str, Option] = {}
     for name, protocol in registered_options().items():
         for option in protocol.options:
-            if flags.setdefault(option.flag, option) is not option:
+            if flags.setdefault(option.flag, option) != option:  # equal options (one field, help, default) are one
                 raise AssertionError(f"{option.flag} is defined twice, differently")
             names.setdefault(option, []).append(name)
     return names

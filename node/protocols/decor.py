@@ -26,7 +26,7 @@ peer), at both ends. The view log holds the key shares and the values sent and r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 PROTOCOL_NAME = "decor"
 NOISE_PURPOSE = "decor_independent"  # η_v^t, at step t
 PAIRWISE_PURPOSE = "decor_pairwise"  # v_e^t as the edge's lower end adds it, at step t·n + the peer
+# One flag for averaging and learning (`decor_gd`), so `netdp topology generate` defines it once.
+SIGMA_COR_DESCRIPTION = ("std of each edge's pairwise-cancelling noise, every noisy round (averaging) or step "
+                         "(decor-gd), as a multiple of sigma (sigma_cor = ratio x sigma)")
 
 
 def pairwise_step(round_index: int, peer: int, n: int) -> int:
@@ -57,8 +60,7 @@ class DecorParams(NoisyVectorParams):
     name: Literal["decor"] = "decor"
     sigma: float = Field(gt=0.0, description="std of each node's independent Gaussian noise, every round")
     sensitivity: float = Field(1.0, gt=0.0, description="l2 sensitivity; inputs are clipped to norm sensitivity/2")
-    sigma_cor_ratio: float = Field(1.0, ge=0.0, description="std of each edge's pairwise-cancelling noise, every "
-                                   "round, as a multiple of sigma (sigma_cor = ratio x sigma)")
+    sigma_cor_ratio: float = Field(1.0, ge=0.0, description=SIGMA_COR_DESCRIPTION)
     rounds: int = Field(10, ge=1, description="gossip rounds T")
     noisy_rounds: int | None = Field(None, ge=1, description="the first rounds that draw fresh independent and "
                                      "pairwise noise; the others gossip without noise (none: every round, the "
@@ -99,24 +101,28 @@ class DecorNode:
             await context.step_started(t)
             if t < params.drawing_rounds:
                 noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-                sent = noisy + await self._pairwise(secrets, t, value.size)
+                sent = noisy + await pairwise_noise(context, secrets, t, value.size,
+                                                    params.sigma_cor_ratio * params.sigma)
             else:
                 sent = value
             received = await self._rounds.exchange(t, sent)
             value = mix(sent, received, row, context.node_id)
         return NodeOutput(value, params.rounds)
 
-    async def _pairwise(self, secrets: dict[int, PairwiseSecret], round_index: int, size: int) -> np.ndarray:
-        """Σ_j s_vj v_e^t over the neighbours, every edge's draw logged privately as its lower end adds it."""
-        context, params = self._context, self._context.params
-        sigma_cor = params.sigma_cor_ratio * params.sigma
-        total = np.zeros(size)
-        for peer, agreed in sorted(secrets.items()):
-            draw = sigma_cor * agreed.normals(step=round_index, purpose=PAIRWISE_PURPOSE, size=size)
-            step = pairwise_step(round_index, peer, context.topology.n)
-            await context.journal.noise(PAIRWISE_PURPOSE, draw, step=step, mechanism="gaussian", scale=sigma_cor)
-            total += edge_sign(context.node_id, peer) * draw
-        return total
+
+async def pairwise_noise(context: ProtocolContext[Any], secrets: dict[int, PairwiseSecret], step: int, size: int,
+                         sigma_cor: float) -> np.ndarray:
+    """Σ_j s_vj v_e^step over the neighbours, every edge's draw logged privately as its lower end adds it.
+
+    DECOR's averaging rounds and its learning steps (`node.protocols.decor_gd`) add the same term.
+    """
+    total = np.zeros(size)
+    for peer, agreed in sorted(secrets.items()):
+        draw = sigma_cor * agreed.normals(step=step, purpose=PAIRWISE_PURPOSE, size=size)
+        await context.journal.noise(PAIRWISE_PURPOSE, draw, step=pairwise_step(step, peer, context.topology.n),
+                                    mechanism="gaussian", scale=sigma_cor)
+        total += edge_sign(context.node_id, peer) * draw
+    return total
 
 
 PLUGIN = ProtocolPlugin(

@@ -3,7 +3,9 @@
 Synchronous Muffliato runs T rounds once; Muffliato-GD runs K rounds after every gradient
 step, each step on that step's graph. Both deliver x^r to the round's neighbours while
 collecting theirs at the barrier (a neighbour missing from a round was dropped for it and
-its weight goes to the self-loop), and both use the same plain or Chebyshev recursion.
+its weight goes to the self-loop), and both use the same plain or Chebyshev recursion. A protocol
+whose round value differs per receiver (zero-sum noise, masked sums) hands `exchange` one value per
+neighbour instead of one for all.
 """
 
 from __future__ import annotations
@@ -69,9 +71,17 @@ class BarrierRounds:
     def step_of(self, round_index: int) -> int:
         return round_index // self._rounds_per_step
 
-    async def exchange(self, round_index: int, value: np.ndarray) -> dict[int, np.ndarray]:
-        """Deliver x^r to every neighbour while collecting theirs; returns the values that came in time."""
+    async def exchange(self, round_index: int, value: np.ndarray | Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
+        """Deliver x^r to every neighbour while collecting theirs; returns the values that came in time.
+
+        `value` is one array for every neighbour, or a mapping giving each neighbour of the round its own
+        (a value that differs per receiver: each is its own message, logged with its receiver).
+        """
         context, network = self._context, self._context.network
+        neighbours = context.neighbours(self.step_of(round_index))
+        if isinstance(value, Mapping) and set(value) != set(neighbours):
+            raise ValueError(f"round {round_index}'s values are for nodes {sorted(value)}, its neighbours are "
+                             f"{sorted(neighbours)}")
         budget = network.startup_deadline_s if round_index == 0 else network.round_deadline_s
         fates = NeighbourFates()
 
@@ -86,9 +96,14 @@ class BarrierRounds:
 
         # In round 0 a send waits for the peer to come up (peers start at different times);
         # later, a peer that cannot be connected to fails at once.
-        sending = asyncio.create_task(context.broadcast(
-            context.neighbours(self.step_of(round_index)), Message(GOSSIP, MessageId(round=round_index), value),
-            BarrierDelivery(network.send_attempts), budget, wait_for_peer=round_index == 0, on_fate=record_fate))
+        identifier, policy = MessageId(round=round_index), BarrierDelivery(network.send_attempts)
+        if isinstance(value, Mapping):
+            send = context.send_each({peer: Message(GOSSIP, identifier, own) for peer, own in value.items()}, policy,
+                                     budget, wait_for_peer=round_index == 0, on_fate=record_fate)
+        else:
+            send = context.broadcast(neighbours, Message(GOSSIP, identifier, value), policy, budget,
+                                     wait_for_peer=round_index == 0, on_fate=record_fate)
+        sending = asyncio.create_task(send)
         received = await self._barrier.collect(round_index, budget, patience_s=budget * network.patience_factor,
                                                fates=fates, probe=probe)
         await sending

@@ -66,17 +66,24 @@ class MuffliatoGDNode:
         model = np.zeros(params.vector_length)
         for step in range(params.steps):
             await context.step_started(step)
-            x, y = self._data.batch(step, params.batch)
-            gradient = clipped_gradient(params.task, model[: params.dimension], x, y,
-                                        clip=context.clip_bound(params.clip), regularization=params.regularization)
-            contribution = await context.contribution(gradient.value, gradient.clipped > 0,
-                                                      sensitivity=params.sensitivity)
-            noisy = await context.noise.gaussian(contribution, params.sigma, step=step, purpose=NOISE_PURPOSE)
+            noisy = await noisy_gradient(context, self._data, model, step)
             first = step * params.gossip_rounds
             model = await run_gossip(model - params.learning_rate * noisy,
                                      range(first, first + params.gossip_rounds),
                                      topology.weight_row_at(node, step), node, self._rounds.exchange, omega)
         return NodeOutput(model, params.steps)
+
+
+async def noisy_gradient(context: ProtocolContext[LearningParams], data: LocalData, model: np.ndarray,
+                         step: int) -> np.ndarray:
+    """The step's clipped gradient at `model` on the step's batch, logged as the step's input, plus its own draw
+    N(0, σ² I) (purpose "gradient", logged under the step): what every D-SGD step of netdp releases."""
+    params = context.params
+    x, y = data.batch(step, params.batch)
+    gradient = clipped_gradient(params.task, model[: params.dimension], x, y, clip=context.clip_bound(params.clip),
+                                regularization=params.regularization)
+    contribution = await context.contribution(gradient.value, gradient.clipped > 0, sensitivity=params.sensitivity)
+    return await context.noise.gaussian(contribution, params.sigma, step=step, purpose=NOISE_PURPOSE)
 
 
 PLUGIN = ProtocolPlugin(

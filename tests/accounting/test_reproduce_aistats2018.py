@@ -12,6 +12,7 @@ import pytest
 from coordinator_tools.cli import main
 
 
+@pytest.mark.timeout(1200)  # 16 audited runs (at each p the curve and its warm start, T_i tuned), minutes
 def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> None:
     out = tmp_path / "fig2"
     assert main(["reproduce", "aistats2018-fig2", "--scale", "quick", "--out", str(out), "--seed", "4"]) == 0
@@ -38,8 +39,11 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert -1.0 <= rows["accuracy against budget"]["measured"] <= 1.0
     assert 0.0 <= rows["budgets where non-private CD is at least as accurate as private CD (fraction)"][
         "measured"] <= 1.0
-    assert set(result["seeds"]) == {"task", "eps1_noise", "eps5_noise", "non_private_noise"}
-    assert len(result["runs"]) == 2 * (3 + 2 * 2 + 1) and len(result["figures"]) == 2
+    assert set(result["seeds"]) == {"task", "eps1_noise", "eps5_noise", "non_private_noise", "p100_task",
+                                    "p100_eps5_noise"}
+    # at each p: per budget (and from the warm start) one run per T_i on the validation split and one on the test
+    # split; one non-private run; p = 100 at the largest budget only (quick scale)
+    assert len(result["runs"]) == 2 * ((2 + 1) * (2 + 1) + 1 + (1 + 1) * (2 + 1)) and len(result["figures"]) == 2
     # T_i is tuned per budget on the validation half of the held-out points: the best validation accuracy wins
     for budget in budgets:
         validation = {updates: json.loads((out / f"eps{budget:g}-T{updates}-validation" / "audit" / "report.json")
@@ -54,26 +58,49 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
         report = json.loads((out / f"eps{budget:g}" / "audit" / "report.json").read_text())
         for agent in report["personalized"]["agents"]:
             assert len(agent["planned_epsilons"]) == agent["updates"] == chosen
-    # one extra run at the largest budget from the paper's warm start: eps 0.05 paid first, then model propagation,
-    # which the audit charges nothing for, then the budget's chosen T_i updates
-    extra = result["setup"]["warm_start"]["extra_run"]
+    # at each p one extra run at the largest budget from the paper's warm start: eps 0.05 paid first, then model
+    # propagation, which the audit charges nothing for (its replay recomputes every step), then T_i updates, T_i
+    # tuned on the validation split as the curve's
     assert result["setup"]["warm_start"]["main_curve"] is None
-    assert (extra["budget"], extra["epsilon"], extra["propagation_steps"], extra["folder"]) == (5.0, 0.05, 10,
-                                                                                              "eps5-warm-start")
-    chosen = int(rows["budget 5: T_i chosen on the validation split"]["measured"])
-    assert extra["updates"] == chosen
-    topology = json.loads((out / "eps5-warm-start" / "run" / "topology.json").read_text())
-    assert (topology["protocol"]["warm_start_epsilon"], topology["protocol"]["warm_start_propagation"]) == (0.05, 10)
-    assert topology["protocol"]["updates"] == chosen and topology["protocol"]["epsilon"] == 5.0
-    report = json.loads((out / "eps5-warm-start" / "audit" / "report.json").read_text())
-    for agent in report["personalized"]["agents"]:
-        assert agent["planned_epsilons"][0] == 0.05 and len(agent["planned_epsilons"]) == chosen + 1
-        assert agent["updates"] == chosen and agent["theorem1"] == pytest.approx(5.0, rel=1e-6)
-    warm_row = rows["budget 5, the paper's warm start (eps 0.05, 10 propagation steps): private CD mean test accuracy"]
-    assert warm_row["measured"] == report["utility"]["private"]
-    cold = rows["budget 5: private CD mean test accuracy (netdp run)"]["measured"]
-    assert warm_row["verdict"] == ("finding" if warm_row["measured"] < cold else "reproduced")
-    assert f"{warm_row['measured']:.3f}" in warm_row["evidence"] and f"{cold:.3f}" in warm_row["evidence"]
+    for prefix, folder, label, extra in (("", out, "", result["setup"]["warm_start"]["extra_run"]),
+                                         ("p100/", out / "p100", "p = 100, ", result["setup"]["wide"]["warm_start"])):
+        assert (extra["budget"], extra["epsilon"], extra["propagation_steps"], extra["folder"]) == (
+            5.0, 0.05, 10, f"{prefix}eps5-warm-start")
+        chosen = _chosen(folder, "eps5-warm-start", (1, 5))
+        assert extra["updates"] == chosen
+        topology = json.loads((folder / "eps5-warm-start" / "run" / "topology.json").read_text())
+        assert (topology["protocol"]["warm_start_epsilon"], topology["protocol"]["warm_start_propagation"]) == (0.05,
+                                                                                                               10)
+        assert topology["protocol"]["updates"] == chosen and topology["protocol"]["epsilon"] == 5.0
+        report = json.loads((folder / "eps5-warm-start" / "audit" / "report.json").read_text())
+        for agent in report["personalized"]["agents"]:
+            assert agent["planned_epsilons"][0] == 0.05 and len(agent["planned_epsilons"]) == chosen + 1
+            assert agent["updates"] == chosen and agent["theorem1"] == pytest.approx(5.0, rel=1e-6)
+        checks = {check["name"]: check["ok"] for check in report["checks"]}
+        assert checks["transcript reproduces the logged payloads"] is True
+        warm_row = rows[f"{label}budget 5, the paper's warm start (eps 0.05, 10 propagation steps): private CD mean "
+                        "test accuracy"]
+        assert warm_row["measured"] == report["utility"]["private"]
+        cold = json.loads((folder / "eps5" / "audit" / "report.json").read_text())["utility"]["private"]
+        assert warm_row["verdict"] == ("finding" if warm_row["measured"] < cold else "reproduced")
+        assert f"{warm_row['measured']:.3f}" in warm_row["evidence"] and f"{cold:.3f}" in warm_row["evidence"]
+        assert "recomputes from released models" in warm_row["evidence"]
+        dimension = 100 if prefix else 5  # the warm start's Laplace scale per coordinate: sqrt(p) (1 + 1e-6) L_0 / 0.05
+        if warm_row["verdict"] == "finding":
+            assert f"{math.sqrt(dimension) * (1 + 1e-6) * 0.3 / 0.05:.3g} with lambda_i" in warm_row["evidence"]
+    # the paper's p = 100 at the largest budget (quick scale): T_i tuned, against its purely local models
+    wide = json.loads((out / "p100" / "eps5" / "audit" / "report.json").read_text())
+    assert result["setup"]["wide"]["dimension"] == 100 and result["setup"]["wide"]["budgets"] == [5.0]
+    assert json.loads((out / "p100" / "eps5" / "run" / "topology.json").read_text())["protocol"]["dimension"] == 100
+    assert rows["p = 100, budget 5: T_i chosen on the validation split"]["measured"] == _chosen(out / "p100", "eps5",
+                                                                                                  (1, 5))
+    assert rows["p = 100, budget 5: private CD mean test accuracy (tuned T_i)"]["measured"] == wide["utility"][
+        "private"]
+    fraction = rows["p = 100: budgets where private CD beats the purely local models (fraction)"]
+    assert fraction["measured"] == float(wide["utility"]["private"] > wide["utility"]["local"])
+    assert fraction["verdict"] == "differs (stated deviation)"  # 20 agents: not the paper's setting
+    assert "20 agents" in fraction["evidence"] and f"{wide['utility']['local']:.3f}" in fraction["evidence"]
+    assert f"p = 100 it scores {wide['utility']['private']:.3f} at budget 5" in result["summary"]
     held_out = [np.load(out / folder / "test.npz")["y"].size for folder in ("validation", "data")]
     assert held_out[0] == held_out[1] > 0
     assert rows["agents"]["verdict"] == "differs (stated deviation)"
@@ -89,6 +116,13 @@ def test_fig2_quick_spends_each_budget_and_scores_every_run(tmp_path: Path) -> N
     assert many["statement_value"] == pytest.approx(_printed(eps, math.exp(-5)), rel=1e-9)
     assert many["statement_value"] == pytest.approx(4.027, abs=1e-3)
     assert few["statement_value"] == pytest.approx(few["proof_value"]) == pytest.approx(5.0)  # the plain sum binds
+
+
+def _chosen(folder: Path, name: str, grid: tuple[int, ...]) -> int:
+    """The T_i of the best validation accuracy among the runs folder/name-T<T_i>-validation (fewest among ties)."""
+    validation = {updates: json.loads((folder / f"{name}-T{updates}-validation" / "audit" / "report.json")
+                                      .read_text())["utility"]["private"] for updates in grid}
+    return max(validation, key=lambda updates: (validation[updates], -updates))
 
 
 def _printed(eps: list[float], delta: float) -> float:

@@ -6,41 +6,22 @@ Starts real node processes: run it through the cluster lock on shared machines.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from coordinator_tools.cluster.ports import free_loopback_ports
 from node.codec import from_tensor
 from node.pairwise_secrets import SECRET_PURPOSE, SECURE_MECHANISM
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
+from tests.cluster.netdp_cli import mutual_tls_run, netdp
 
 pytestmark = pytest.mark.cluster
 
-BIN = Path(sys.executable).parent
-
-
-def netdp(cwd: Path, *argv: str) -> str:
-    """Run one `netdp` command; its output, or the test fails with its last lines."""
-    done = subprocess.run([str(BIN / "netdp"), *argv], cwd=cwd, capture_output=True, text=True, timeout=240)
-    if done.returncode != 0:
-        pytest.fail(f"netdp {' '.join(argv)} exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
-    return done.stdout + done.stderr
-
 
 def test_a_mutual_tls_run_agrees_its_secrets_on_the_wire_and_audits_clean(tmp_path: Path) -> None:
-    netdp(tmp_path, "topology", "generate", "ring", "--n", "4", "--protocol", "decor", "--sigma", "0.5",
-          "--rounds", "3", "--round-deadline", "3", "--out", "t.json")
-    published = json.loads((tmp_path / "t.json").read_text())
-    for node, port in zip(published["nodes"], free_loopback_ports(len(published["nodes"]))):
-        node["address"] = f"127.0.0.1:{port}"
-    (tmp_path / "t.json").write_text(json.dumps(published))
-    netdp(tmp_path, "certs", "t.json", "--out", "certs")
-    netdp(tmp_path, "data", "generate", "t.json", "--out", "data")
-    netdp(tmp_path, "run", "t.json", "--data", "data", "--out", "r", "--certs", "certs", "--canaries", "16")
+    mutual_tls_run(tmp_path, "ring", "--n", "4", "--protocol", "decor", "--sigma", "0.5", "--rounds", "3",
+                   "--round-deadline", "3")
     agreed: dict[tuple[int, int], bytes] = {}
     for v in range(4):
         node_dir = tmp_path / "r" / f"node-{v}"

@@ -24,6 +24,7 @@ from coordinator_tools.compare.designs import (
 from coordinator_tools.topology.generators import generate
 from node.errors import ConfigError
 from node.protocols.decor import DecorParams
+from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
 
 TARGET = 1.0
 
@@ -43,7 +44,7 @@ def test_the_baselines_meet_the_target_and_central_is_n_times_better(rule: str) 
     assert float(rows["ldp"]["utility"]) / float(rows["central"]["utility"]) == pytest.approx(8, rel=1e-3)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("design", ["muffliato", "decor"])
+@pytest.mark.parametrize("design", ["muffliato", "decor", "zero-sum", "secure-neighbourhood"])
 @pytest.mark.parametrize("rule", ["mean", "worst"])
 def test_a_protocol_design_is_calibrated_to_the_same_target(design: str, rule: str) -> None:
     shared = setup(rule)
@@ -60,13 +61,18 @@ def test_decor_averages_with_noise_in_round_zero_and_mixes_its_pairwise_terms_ou
     assert params.rounds == 1 + 11
 
 
+def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> None:
+    params = setup().params("secure-neighbourhood", 1.0)
+    assert isinstance(params, SecureNeighbourhoodParams) and (params.rounds, params.mask_ratio) == (3, 10.0)
+
+
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum is not implemented yet; available: muffliato, decor, ldp, central"):
-        chosen_designs(["decor", "zero-sum"], "averaging")
+    with pytest.raises(ConfigError, match="zero-sum has no learning mode; available with --task learning: "
+                                          "muffliato, decor, ldp, central"):
+        chosen_designs(["decor", "zero-sum"], "learning")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
-    with pytest.raises(ConfigError, match="--task learning: no design runs learning yet"):
-        chosen_designs(["decor"], "learning")
+    assert chosen_designs(["decor", "muffliato", "ldp"], "learning") == ("decor", "muffliato", "ldp")
     assert chosen_designs(["decor", "central", "decor"], "averaging") == ("decor", "central")
 
 
@@ -89,6 +95,24 @@ def test_compare_designs_writes_one_row_per_design_and_threat_model(tmp_path: Pa
     assert (out / "designs.png").stat().st_size > 0 and (out / designs.JSON_FILE).exists()
 
 
+
+def test_compare_designs_learning_rows_are_accuracies_at_the_target(tmp_path: Path) -> None:
+    """--task learning: decor-gd and muffliato-gd calibrated, run and audited; the baselines' ε over the T steps."""
+    out = tmp_path / "c"
+    assert main(["compare", "--designs", "decor,muffliato,ldp", "--task", "learning", "--graph", "ring", "--n", "4",
+                 "--steps-per-node", "3", "--virtual", "--sampler", "simulation", "--seed", "5", "--data-seed", "1",
+                 "--out", str(out)]) == 0
+    with (out / designs.CSV_FILE).open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["design"], r["threat_model"]) for r in rows] == [
+        ("decor", "curious-observer"), ("decor", "eavesdropper"), ("muffliato", "curious-observer"),
+        ("ldp", "curious-observer"), ("ldp", "eavesdropper")]
+    assert {r["utility_kind"] for r in rows} == {"accuracy"}
+    assert all(0.0 < float(r["utility"]) <= 1.0 for r in rows)
+    for r in rows[0], rows[2], rows[3]:  # calibrated to the curious node's mean ε
+        assert float(r["mean_eps"]) == pytest.approx(TARGET, rel=2e-3)
+    assert float(rows[1]["mean_eps"]) <= float(rows[0]["worst_eps"])  # an outsider holds no secret
+
 def test_the_decor_demo_runs_the_averaging_design() -> None:
     graph = generate("hypercube", n=16)
     args = argparse.Namespace(sigma=0.5, sensitivity=None, alpha=2.0, dimension=None, rounds=None)
@@ -100,7 +124,7 @@ def test_the_decor_demo_runs_the_averaging_design() -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--designs", "decor", "--graph", "hypercube", "--n", "6"], "hypercube needs n a power of 2, got n = 6"),
     (["--designs", "decor", "--target-eps", "0"], "--target-eps must be above 0, got 0"),
-    (["--designs", "secure-neighbourhood"], "secure-neighbourhood is not implemented yet"),
+    (["--designs", "zero-sum", "--task", "learning"], "zero-sum has no learning mode"),
     (["--target", "worst"], "--target worst, --virtual and --topology go with --designs"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(

@@ -208,3 +208,12 @@ def test_explicit_weights_cannot_weigh_a_drawn_graph(tmp_path: Path, capsys: pyt
     argv = ("topology", "import", str(edges), *DRAWN, *SGD, "--out", str(tmp_path / "t.json"))
     code, _, err = run(capsys, *argv)
     assert_one_line_error(code, err, "a graph drawn per step needs weighting 'metropolis' or 'min_degree'")
+
+
+def test_decor_gd_takes_the_learning_options_and_its_pairwise_ratio(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    topology, _ = generate_topology(capsys, tmp_path / "d.json", "ring", "--n", "6", "--protocol", "decor-gd",
+                                    "--steps", "4", "--batch", "2", "--sigma-cor-ratio", "3")
+    protocol = topology.protocol
+    assert (protocol.name, protocol.steps, protocol.gossip_rounds, protocol.sigma_cor_ratio) == ("decor-gd", 4, 1, 3.0)
+    assert protocol.sensitivity == 1.0  # Delta = 2C/b from the clip 1 and the minibatch of 2, as Muffliato-GD's

@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from coordinator_tools import api
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.journal import Journal
+from node.message import GOSSIP, Message, MessageId, to_wire
 from node.pairwise_secrets import (
+    KEY_SHARE,
     SECRET_PURPOSE,
     KeyShares,
     PairwiseSecret,
@@ -26,7 +30,10 @@ from node.pairwise_secrets import (
     public_bytes,
     shared_normals,
 )
+from node.protocols.secure_neighbourhood import co_neighbours
+from node.receiver import KindRule, Receiver
 from node.refusal import Refusal
+from node.topology import Topology
 from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 
 RUN = "run-1"
@@ -118,3 +125,59 @@ async def test_secrets_go_to_the_private_log_only(journal: Journal, tmp_path: Pa
     assert [(d.purpose, d.step) for d in private] == [(SECRET_PURPOSE, 0)]
     assert bytes(from_tensor(private[0].value).astype(np.uint8)) == agreed.secret
     assert agreed.secret not in (tmp_path / VIEW_LOG_NAME).read_bytes()
+
+
+# --- co-neighbours: nodes that share a neighbour agree directly (secure-neighbourhood's masks) ---------------
+
+def path_topology() -> Topology:
+    """0 - 1 - 2: nodes 0 and 2 share neighbour 1 and are not neighbours."""
+    return api.topology(nx.path_graph(3), protocol="secure-neighbourhood", sigma=1.0, rounds=1, dimension=4,
+                        alpha=2.0, run_id=RUN)
+
+
+def test_co_neighbours_share_a_neighbour() -> None:
+    assert [co_neighbours(path_topology(), v) for v in range(3)] == [(2,), (), (0,)]
+    ring = api.topology("ring", 4, protocol="secure-neighbourhood", sigma=1.0, rounds=1, dimension=1, alpha=2.0)
+    assert [co_neighbours(ring, v) for v in range(4)] == [(2,), (3,), (0,), (1,)]
+
+
+def test_co_neighbours_derive_the_same_draws_and_the_neighbour_between_them_cannot() -> None:
+    keys = {v: key_pair("secure", RUN, v) for v in range(3)}
+    at_0, at_2 = secret(0, 2, keys), secret(2, 0, keys)
+    assert at_0 == at_2
+    masks = [edge_sign(v, w) * shared_normals(s, step=0, purpose="mask|1", size=64)
+             for v, w, s in ((0, 2, at_0), (2, 0, at_2))]
+    assert np.all(masks[0] + masks[1] == 0.0)
+    # Node 1 holds both public keys and its own private key: nothing it can compute is the pair's secret.
+    assert at_0 not in {secret(1, 0, keys), secret(1, 2, keys)}
+
+
+async def deliver(receiver: Receiver, topology: Topology, sender: int, message: Message) -> None:
+    """Hand `message` from `sender` to node 0's receiver as an authenticated transport would."""
+    envelope, data = to_wire(message, run_id=topology.run_id, protocol=topology.protocol_name, sender=sender,
+                             receiver=0)
+    await receiver.accept(envelope, data, sender)
+
+
+async def test_a_co_neighbour_key_share_is_taken_and_its_other_kinds_and_a_replayed_key_refused(
+        journal: Journal, tmp_path: Path) -> None:
+    topology = path_topology()
+    receiver = Receiver(topology, 0, journal)
+    shares = KeyShares(journal, dimension=4)
+    peers = frozenset(co_neighbours(topology, 0))  # as `PairwiseAgreement(context, peers)` registers the kind
+    receiver.add_rule(KEY_SHARE, KindRule(shares.handle, "sequence", True, senders=peers))
+    receiver.add_rule(GOSSIP, KindRule(shares.handle, "round", True))
+    first = key_share_messages(key_pair("secure", RUN, 2), 4)
+    for message in first:
+        await deliver(receiver, topology, 2, message)
+    assert (await shares.wait_for((2,), timeout_s=0.1))[2] == decode_key([m.payload for m in first])
+    with pytest.raises(Refusal) as replayed:  # another key from the same co-neighbour: a restart, or a replay
+        await deliver(receiver, topology, 2, key_share_messages(key_pair("secure", RUN, 2), 4)[0])
+    assert replayed.value.code == "FAILED_PRECONDITION"
+    with pytest.raises(Refusal, match="node 2 is not a neighbour of node 0"):  # only key shares may come from it
+        await deliver(receiver, topology, 2, Message(GOSSIP, MessageId(round=0), np.zeros(4)))
+    with pytest.raises(Refusal, match="node 1 may not send key-share messages to node 0"):  # a neighbour, no peer
+        await deliver(receiver, topology, 1, first[0])
+    journal.close()
+    assert [r.peer for r in read_log(tmp_path / VIEW_LOG_NAME).of_kind("received")] == [2] * len(first)
+    assert [r.claimed_sender for r in read_log(tmp_path / VIEW_LOG_NAME).of_kind("rejected")] == [2, 2, 1]

@@ -22,8 +22,8 @@ from node.protocols.muffliato import PLUGIN as MUFFLIATO
 from node.protocols.muffliato import MuffliatoParams
 from node.schema import describe_validation_error
 
-BUILT_IN = ("decor", "muffliato", "muffliato-async", "muffliato-gd", "personalized-cd", "ring-histogram", "ring-sum",
-            "rw-sgd", "walk-sum")
+BUILT_IN = ("decor", "decor-gd", "muffliato", "muffliato-async", "muffliato-gd", "personalized-cd", "ring-histogram",
+            "ring-sum", "rw-sgd", "secure-neighbourhood", "walk-sum", "zero-sum")
 
 
 class EchoParams(BaseModel):
@@ -61,7 +61,7 @@ def test_netdps_own_protocols_are_registered_in_its_entry_point_group_like_any_o
         assert registered_options()[name].params is registry.protocol_spec(name).params
     assert set(demo_protocols()) == {"muffliato", "muffliato-async", "muffliato-gd", "rw-sgd", "personalized-cd",
                                      "decor"}
-    assert supported() == ("decor", "muffliato", "muffliato-async", "muffliato-gd")
+    assert supported() == ("decor", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood", "zero-sum")
     assert supported("learning") == ("muffliato-gd",)
 
 
@@ -85,7 +85,8 @@ def test_a_broken_or_clashing_entry_is_a_one_line_error_naming_it(monkeypatch: p
 
 
 def test_an_unknown_protocol_names_the_registered_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown protocol 'echo'; this node runs decor, muffliato, muffliato-async"):
+    with pytest.raises(ConfigError, match="unknown protocol 'echo'; this node runs decor, decor-gd, muffliato, "
+                                          "muffliato-async"):
         registry.protocol_spec("echo")
 
 
@@ -104,7 +105,8 @@ def test_the_topology_validates_a_registered_protocols_params_by_name() -> None:
     assert describe_validation_error(caught.value, document).startswith("field 'protocol.echoes'")
     with pytest.raises(ValidationError) as caught:
         topology.Topology.model_validate({**document, "protocol": {"name": "nothing"}})
-    assert "unknown name 'nothing'; known: 'decor', 'muffliato'" in describe_validation_error(caught.value, document)
+    assert "unknown name 'nothing'; known: 'decor', 'decor-gd', 'muffliato'" in describe_validation_error(caught.value,
+                                                                                                         document)
 
 
 @pytest.mark.usefixtures("with_echo")

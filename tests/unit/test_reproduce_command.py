@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,11 @@ def test_all_lists_every_reproduction_with_its_verdict_findings_first(tmp_path: 
     summary = json.loads((tmp_path / "all" / command.SUMMARY_FILE).read_text())
     entries = {entry["name"]: entry for entry in summary["reproductions"]}
     assert list(entries) == ["holds", "toy"] and summary["stamp"]["commit"]
+    tracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                             check=True, cwd=Path(command.__file__).parent).stdout.strip()
+    assert summary["stamp"]["uncommitted_changes"] is bool(tracked)
+    html = (tmp_path / "all" / "index.html").read_text()
+    assert ("(with uncommitted changes to tracked files)" in html) is bool(tracked)
     assert entries["holds"]["verdict"] == REPRODUCED and entries["toy"]["verdict"] == FINDING
     assert entries["holds"]["deviations"][0]["netdp"] == "32"
     assert entries["holds"]["audits"] == ["holds/x/audit/index.html"]

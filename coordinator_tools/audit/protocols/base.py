@@ -78,6 +78,11 @@ class ProtocolAuditor(ABC, Generic[RunT]):
         """Whether the run's receivers log messages without their sender (matched to the sender's log by id)."""
         return False
 
+    def peers(self, topology: Topology, node: int) -> frozenset[int]:
+        """The nodes `node`'s view log may name: its neighbours, or more for a protocol whose nodes also talk to
+        others (secure-neighbourhood's key agreement between nodes that share a neighbour)."""
+        return frozenset(topology.neighbours[node])
+
     @abstractmethod
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         """Why a record in `node`'s view log cannot belong to this protocol (it is left out), or None."""

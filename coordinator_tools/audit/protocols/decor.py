@@ -6,8 +6,9 @@ higher), and x^{t+1} = P^t y^t (a node mixes its own noisy value; one that stopp
 v_e^t is one column of the linear-Gaussian core held by both ends of e, at scale σ_cor/σ = the
 published ratio; with `noisy_rounds` = k only rounds 0..k−1 have draws (columns), the later values
 are mixtures of earlier ones. A curious node knows the draws on its own edges, a coalition those on any
-member's edges, an eavesdropper none (`views`). The paper's SecLDP accountant is not one of the
-report's columns (no paper column): the exact column is computed under every threat model.
+member's edges, an eavesdropper none (`views`). The exact column is computed under every threat
+model; the paper column is DECOR's SecLDP accountant (`decor_accountant`) where its conditions hold,
+and a drop-out's uncancelled pairwise terms are named and measured (`decor_dropouts`).
 
 The key shares that open a run are no round values: the rebuild sets them aside after checking
 they are a node's public key in its published number of chunks.
@@ -17,19 +18,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
-from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, Transcript
+from coordinator_tools.audit.losses import ThreatModel
+from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, PairwiseLosses, Transcript
+from coordinator_tools.audit.protocols.base import Replay
+from coordinator_tools.audit.protocols.decor_accountant import THEOREM, Condition, SecLdp, secldp
+from coordinator_tools.audit.protocols.decor_dropouts import dropout_findings, dropout_utility, stopped_nodes
 from coordinator_tools.audit.protocols.linear_rounds import received_values
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
+from coordinator_tools.audit.report import json_number, observer_means
 from node.message import GOSSIP, MessageId, kind_of
 from node.pairwise_secrets import KEY_SHARE, key_chunks
 from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, PROTOCOL_NAME, DecorParams, pairwise_step
 from node.topology import Topology
+
+AVERAGING = Condition("Decor's D-SGD", False, "this run averages one input per node by gossip; Theorem 1 states "
+                      "the privacy of D-SGD, whose every step releases a fresh clipped gradient")
 
 
 def decor_params(topology: Topology) -> DecorParams:
@@ -43,6 +54,34 @@ def decor_params(topology: Topology) -> DecorParams:
 def edges(topology: Topology) -> list[tuple[int, int]]:
     """Every edge (i, j), i < j, in order: the pairwise draws' columns of a round."""
     return sorted({(min(v, w), max(v, w)) for v in range(topology.n) for w in topology.neighbours[v]})
+
+
+def edge_draw(run: Transcript, round_index: int, lower: int, higher: int) -> tuple[int, int]:
+    """An edge's round-t draw named as a private log holds it: by its lower end, or by its higher end where the
+    lower one stopped before round t (the draw its neighbour added alone)."""
+    if run.completed_rounds(lower) > round_index or run.completed_rounds(higher) <= round_index:
+        return lower, pairwise_step(round_index, higher, run.n)
+    return higher, pairwise_step(round_index, lower, run.n)
+
+
+def secldp_run(run: Transcript, threat_model: ThreatModel) -> SecLdp:
+    """DECOR's Theorem 1 on a run: its value, and whether its conditions hold (this auditor's runs average)."""
+    params = decor_params(run.topology)
+    every_step = Condition("both noises every step", params.noisy_rounds is None,
+                           "every round draws both noises" if params.noisy_rounds is None
+                           else f"noisy_rounds = {params.noisy_rounds}: later rounds draw nothing")
+    return secldp(run.topology, threat_model, steps=min(run.rounds, params.drawing_rounds),
+                  ratio=params.sigma_cor_ratio, conditions=(AVERAGING, every_step, every_node_to_the_end(run)))
+
+
+def every_node_to_the_end(run: Transcript) -> Condition:
+    """Theorem 1's condition that every node takes every step with all its neighbours (no drop-out)."""
+    stopped = stopped_nodes(run)
+    dropped = sum(len(run.neighbours(v, t)) - len(used) for v in range(run.n) for t, used in enumerate(run.used[v]))
+    holds = not stopped and not dropped
+    return Condition("every node completes every step", holds, "no drop-out" if holds else
+                     f"{len(stopped)} nodes stopped early ({', '.join(map(str, stopped)) or 'none'}), "
+                     f"{dropped} neighbour values missing from completed rounds")
 
 
 class DecorAuditor(LinearRoundAuditor):
@@ -65,7 +104,7 @@ class DecorAuditor(LinearRoundAuditor):
         holders: list[tuple[int, ...]] = []
         purposes: list[str] = []
         for t in range(noisy):
-            draws += [(v, t) for v in range(n)] + [(i, pairwise_step(t, j, n)) for i, j in pairs]
+            draws += [(v, t) for v in range(n)] + [edge_draw(run, t, i, j) for i, j in pairs]
             holders += [(v,) for v in range(n)]
             holders += pairs
             purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
@@ -96,11 +135,7 @@ class DecorAuditor(LinearRoundAuditor):
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            chunks = key_chunks(decor_params(topology).vector_length)
-            identifier = MessageId.of(entry)
-            if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
-                return f"a key share is one of {chunks} chunks numbered from 1"
-            return None
+            return key_share_problem(decor_params(topology).vector_length, entry)
         return super().record_problem(topology, node, kind, entry)
 
     def private_problem(self, draws: tuple[Any, ...]) -> str | None:
@@ -108,13 +143,57 @@ class DecorAuditor(LinearRoundAuditor):
         return super().private_problem(tuple(d for d in draws if d.purpose == NOISE_PURPOSE))
 
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside."""
-        return super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        """The rounds' transcript, the key shares set aside; a stopped node's uncancelled terms are findings."""
+        run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        findings.extend(dropout_findings(run, self.message_rows, decor_params(topology).drawing_rounds))
+        return run
+
+    def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
+        """Theorem 1's factor where it covers the run; else NaN, with the conditions that failed in the note."""
+        theorem = secldp_run(run, threat_model)
+        if theorem.covers:
+            return theorem.column(), [f"paper: {THEOREM}"]
+        return theorem.column(), [f"paper: {THEOREM}; it does not cover this run, so the paper columns are empty: "
+                                  f"{theorem.reason}"]
+
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        """The `decor` block: Theorem 1 with its conditions and its value, covered or not; with a drop-out, how it
+        moved each observer's mean exact loss from the run in which every node completes every round."""
+        run = replay.realized
+        theorem = secldp_run(run, accounting["threat_model"])
+        block: dict[str, object] = {"paper": theorem.to_json(sigma=accounting["sigma"],
+                                                             sensitivity=accounting["sensitivity"],
+                                                             alpha=accounting["alpha"])}
+        if not every_node_to_the_end(run).holds:
+            planned = self.account(planned_transcript(run.topology, rounds=run.rounds, accelerated=False),
+                                   **accounting)
+            block["planned_vs_run"] = {"mean_exact_rdp_per_observer": {
+                "planned": [json_number(x) for x in observer_means(planned.exact_rdp_upper)],
+                "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)]}}
+        return {"decor": block}
+
+    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
+        """The MSE against the mean of all n clipped inputs, and with a drop-out what its uncancelled terms cost."""
+        block = super().utility(replay, data_dir)
+        mse = block["mse"]
+        dropped = dropout_utility(replay.realized, self.message_rows, replay.private,
+                                  mse if isinstance(mse, float) else None, replay.topology.protocol.dimension)
+        return block if dropped is None else {**block, "drop_outs": dropped}
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel:
         """Each value's canary coordinates: its rows on the inputs, named (sender, round) as its receiver logs it."""
         model = self.linear_model(run)
         return CanaryModel(model, model.inputs, tuple(received_values(run)), round_value)
+
+
+def key_share_problem(vector_length: int, entry: Any) -> str | None:
+    """Why a key-share record is not one of a public key's chunks for vectors of this length, or None."""
+    chunks = key_chunks(vector_length)
+    identifier = MessageId.of(entry)
+    if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
+        return f"a key share is one of {chunks} chunks numbered from 1"
+    return None
 
 
 def round_values_only(log: NodeLog) -> NodeLog:

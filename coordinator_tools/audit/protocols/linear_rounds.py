@@ -4,8 +4,10 @@ Such a protocol's nodes log one clipped input each, exchange one value per neigh
 at the round barrier (message kind gossip, id {round}; a neighbour missing from a round is
 dropped for it, `node.plugin.BarrierRounds`), and draw Gaussian noise under one purpose, one
 draw per step. Its auditor subclasses `LinearRoundAuditor` and says one thing: each value
-(sender w, round t) as a row over the n inputs and the run's noise draws (`message_rows`). The
-rest is shared with synchronous Muffliato: the records' rules, the realized `Transcript` (which
+(sender w, round t) as a row over the n inputs and the run's noise draws (`message_rows`), or,
+where a round's value differs per receiver (`per_receiver`: zero-sum noise, masked sums), each
+value (sender w, round t, receiver v) (`addressed_rows`; every receiver's copy is then a row of
+its own). The rest is shared with synchronous Muffliato: the records' rules, the realized `Transcript` (which
 values each node mixed in and which reached it, drop-outs included), the exact column through
 the linear-Gaussian core (`core`, `exact`: every draw its own column, owned by the node that drew
 it; the local-DP and central baselines release each input once per draw of its node), every
@@ -16,7 +18,6 @@ and the MSE of the outputs against the mean of the clipped inputs.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +29,12 @@ from coordinator_tools.audit.accountants import AccountingOptions, account_model
 from coordinator_tools.audit.averaging_utility import averaging_utility
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.core import LinearGaussianModel
+from coordinator_tools.audit.empirical import CanaryModel
 from coordinator_tools.audit.exact import ViewGeometry, view_geometry
-from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
 from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
+from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.rebuild import rebuild_transcript, round_record_problem
 from coordinator_tools.audit.protocols.muffliato.transcript import Message, Transcript, planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
@@ -45,6 +48,8 @@ from node.topology import Topology
 NO_PAPER_BOUND = "paper: this protocol states no closed form (its paper columns are empty)"
 PAYLOAD_CHECK = "every logged value is its declared linear combination of inputs and draws"
 Draw = tuple[int, int]  # (the node that drew it, the step it was drawn at)
+Addressed = tuple[int, int, int]  # (sender w, round t, receiver v): w's round-t value as v got it
+EVERY_RECEIVER = -1  # the receiver of an Addressed value that is the same for every receiver
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,16 @@ def received_values(transcript: Transcript) -> list[Message]:
     return sorted({m for view in transcript.received for m in view}, key=lambda m: (m[1], m[0]))
 
 
+def addressed_values(run: Transcript, *, per_receiver: bool) -> list[Addressed]:
+    """Every value some node received, by round, sender then receiver: the model's rows, in order.
+
+    One row per (sender, round) for every receiver alike, unless the values differ per receiver."""
+    if not per_receiver:
+        return [(w, t, EVERY_RECEIVER) for w, t in received_values(run)]
+    return sorted({(w, t, v) for v, view in enumerate(run.received) for w, t in view},
+                  key=lambda value: (value[1], value[0], value[2]))
+
+
 def draws_per_node(model: LinearGaussianModel) -> np.ndarray:
     """How many draws of its own each node made: the noisy releases of its input the baselines compose.
 
@@ -92,21 +107,46 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
     noise_purpose: ClassVar[str]  # the purpose its nodes log every draw under
     public_records = frozenset({"sent", "received", "drop_out", "rejected", "final_output"})
     payload_checks = (PAYLOAD_CHECK,)
-    eavesdropper_views = True  # the exact column reads every view through `views`; no paper column to extend
+    eavesdropper_views = True  # the exact column reads every view through `views`; `paper_column` gets the model
 
-    @abstractmethod
+    # Whether a round's value differs per receiver: its rows come from `addressed_rows`, not `message_rows`.
+    per_receiver: ClassVar[bool] = False
+
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
         """Each value (sender w, round t) of `messages` as it was computed in `run` (drop-outs included)."""
+        raise NotImplementedError(f"{self.name} declares its values per receiver (addressed_rows)")
+
+    def addressed_rows(self, run: Transcript, values: Sequence[Addressed]) -> LinearRows:
+        """With `per_receiver`: each value (sender w, round t, receiver v) of `values` as w computed it for v."""
+        raise NotImplementedError(f"{self.name} declares one value per sender and round (message_rows)")
+
+    def value_rows(self, run: Transcript, values: Sequence[Addressed]) -> LinearRows:
+        """The rows of `values`, from the hook this protocol declares its values with."""
+        if self.per_receiver:
+            return self.addressed_rows(run, values)
+        return self.message_rows(run, [(w, t) for w, t, _ in values])
+
+    def addressed(self, sender: int, round_index: int, receiver: int) -> Addressed:
+        """The model's name for `sender`'s round value as `receiver` got it."""
+        return sender, round_index, (receiver if self.per_receiver else EVERY_RECEIVER)
 
     def linear_model(self, run: Transcript) -> LinearGaussianModel:
         """y = A x + B η for every value some node received; every draw its own column, known to its holders."""
-        messages = received_values(run)
-        rows = self.message_rows(run, messages)
-        index = {message: i for i, message in enumerate(messages)}
-        received = tuple(tuple(sorted(index[m] for m in set(view))) for view in run.received)
+        values = addressed_values(run, per_receiver=self.per_receiver)
+        rows = self.value_rows(run, values)
+        index = {value: i for i, value in enumerate(values)}
+        received = tuple(tuple(sorted({index[self.addressed(w, t, v)] for w, t in view}))
+                         for v, view in enumerate(run.received))
         return LinearGaussianModel(n=run.n, inputs=rows.inputs, received=received, noise=rows.noise,
                                    noise_owner=tuple(owner for owner, _ in rows.draws), noise_scale=rows.scales,
                                    noise_holders=rows.holders)
+
+    def round_canaries(self, run: Transcript) -> CanaryModel:
+        """Each value's canary coordinates for a protocol's `canary_model`: its rows on the inputs, named (sender,
+        round) as its receiver logs it (one value per sender and round reaches a receiver: unique in its view)."""
+        model = self.linear_model(run)
+        labels = tuple((w, t) for w, t, _ in addressed_values(run, per_receiver=self.per_receiver))
+        return CanaryModel(model, model.inputs, labels, round_value)
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         return round_record_problem(self.name, topology.protocol.rounds, kind, entry)
@@ -126,11 +166,21 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
 
     def _account(self, run: Transcript, model: LinearGaussianModel, geometry: ViewGeometry | None = None,
                  **options: Unpack[AccountingOptions]) -> PairwiseLosses:
-        """Every column; no paper column, and baselines that release each input once per draw of its node."""
-        releases = draws_per_node(model)
-        return account_model(model, np.full((run.n, run.n), np.nan), notes=[NO_PAPER_BOUND], geometry=geometry,
+        """Every column: the protocol's paper column, and baselines that compose each node's `releases`."""
+        paper, notes = self.paper_column(run, options.get("threat_model", ThreatModel()))
+        releases = self.releases(run, model)
+        return account_model(model, paper, notes=notes, geometry=geometry,
                              releases=float(releases[0]) if np.all(releases == releases[0]) else releases,
                              **options)
+
+    def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
+        """The paper bound's σ-free factor [u, v] under `threat_model` and its notes; none by default (NaN)."""
+        return np.full((run.n, run.n), np.nan), [NO_PAPER_BOUND]
+
+    def releases(self, run: Transcript, model: LinearGaussianModel) -> np.ndarray:
+        """Per node, how many releases of its input at σ the local-DP and central baselines compose: by default one
+        per draw of its own (a draw shared with a neighbour, a pairwise secret's, is no release)."""
+        return draws_per_node(model)
 
     def checks(self, replay: Replay) -> list[Check]:
         return [] if replay.private is None else [self._payload_check(replay)]
@@ -162,7 +212,7 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
             sigmas = {"exact": calibrate_sigma(geometry.upper, sensitivity=sensitivity, delta=options.delta,
                                                target=target),
                       **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta, target=target,
-                                        releases=int(np.max(draws_per_node(model))))}
+                                        releases=float(np.max(self.releases(run, model))))}
             sigma = sigmas["exact"]
             details["calibration"] = {"target_eps": target.epsilon, "rule": target.rule, "sigma": sigmas}
         losses = self._account(run, model, geometry, sigma=sigma, sensitivity=sensitivity,
@@ -175,13 +225,14 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
         """Every value a log sent, received or refused, recomputed from the private logs through the declared rows."""
         private, run = replay.private, replay.realized
         assert private is not None
-        logged = [(node, key.id.round, record.payload, "sent")
-                  for node, log in replay.logs.items() for key, record in log.sent.items() if key.kind == GOSSIP]
-        logged += [(key.peer, key.id.round, payload, f"received by {node}")
-                   for node, log in replay.logs.items() for key, payload in log.values_in_view().items()
-                   if key.kind == GOSSIP]
-        messages = sorted({(sender, t) for sender, t, _, _ in logged})
-        rows = self.message_rows(run, messages)
+        logged = [(self.addressed(node, key.id.round, key.peer), record.payload, f"sent record of node {node}")
+                  for node, log in replay.logs.items() for key, record in log.sent.items()
+                  if key.kind == GOSSIP and key.peer is not None]
+        logged += [(self.addressed(key.peer, key.id.round, node), payload, f"received by {node} record of node "
+                    f"{key.peer}") for node, log in replay.logs.items()
+                   for key, payload in log.values_in_view().items() if key.kind == GOSSIP and key.peer is not None]
+        values = sorted({value for value, _, _ in logged})
+        rows = self.value_rows(run, values)
         drawers = {owner for owner, _ in rows.draws}
         needed = {v for v in range(run.n) if np.any(rows.inputs[:, v])} | drawers
         failed = missing_inputs(needed, set(private.inputs))
@@ -194,11 +245,10 @@ class LinearRoundAuditor(ProtocolAuditor[Transcript]):
         inputs = np.array([private.inputs.get(v, np.zeros(length)) for v in range(run.n)])
         noise = np.array([draws.get((node, purpose, step), np.full(length, np.nan))
                           for (node, step), purpose in zip(rows.draws, purposes)]).reshape(-1, length)
-        values = rows.inputs @ inputs + rows.noise @ noise
+        recomputed = rows.inputs @ inputs + rows.noise @ noise
         comparison = PayloadComparison(float(np.max(np.abs(inputs))) or 1.0)
-        index = {message: i for i, message in enumerate(messages)}
-        for sender, t, tensor, kind in logged:
-            comparison.compare(sender, tensor, values[index[(sender, t)]], f"{kind} record of node {sender}'s "
-                                                                           f"round-{t} value")
+        index = {value: i for i, value in enumerate(values)}
+        for value, tensor, what in logged:
+            comparison.compare(value[0], tensor, recomputed[index[value]], f"{what}'s round-{value[1]} value")
         result = comparison.result()
         return Check(PAYLOAD_CHECK, result.ok, trajectory_check(result).detail)

@@ -25,10 +25,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Unpack
 
+import numpy as np
+
 from coordinator_tools.audit.accountants import AccountingOptions
 from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
-from coordinator_tools.audit.losses import PairwiseLosses
+from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plan import Plan, PlanOptions, baseline_sigmas, calibrate_sigma
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato import MuffliatoAuditor
@@ -104,8 +106,12 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         return utility_report(replay.topology.protocol, dict(replay.logs), data_dir)
 
-    def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel:
+    def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
         return canary_model(run)
+
+    def planned_geometry(self, transcript: Transcript, threat_model: ThreatModel) -> np.ndarray:
+        """Every pair's σ-free factor of the exact column on a planned transcript: what calibrating σ needs."""
+        return planned_geometry(transcript, threat_model)
 
     def input_bound(self, topology: Topology) -> None:
         return None  # its own clip check holds g - λθ at the recomputed model to C (`clip`)
@@ -121,14 +127,14 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
         sensitivity = params.sensitivity if options.sensitivity is None else options.sensitivity
         details: dict[str, object] = {"steps": params.steps}
         if options.target is not None:
-            sigmas = {"exact": calibrate_sigma(planned_geometry(transcript, options.threat_model),
+            sigmas = {"exact": calibrate_sigma(self.planned_geometry(transcript, options.threat_model),
                                                sensitivity=sensitivity, delta=options.delta, target=options.target),
                       **baseline_sigmas(topology.n, sensitivity=sensitivity, delta=options.delta,
                                         target=options.target, releases=params.steps)}
             sigma = sigmas["exact"]
             details["calibration"] = {"target_eps": options.target.epsilon, "rule": options.target.rule,
                                       "sigma": sigmas, "column": CALIBRATED_COLUMN}
-        losses = account(
+        losses = self.account(
             transcript, sigma=sigma, sensitivity=sensitivity,
             alpha=params.alpha if options.alpha is None else options.alpha, delta=options.delta,
             conversion=options.conversion, threat_model=options.threat_model)  # fmt: skip

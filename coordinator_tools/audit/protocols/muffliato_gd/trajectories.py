@@ -48,10 +48,10 @@ class StepReplay:
 class StepOpener:
     """Opens each node's steps from its private log, keeping the model each step started from."""
 
-    def __init__(self, private: PrivateSection, learning_rate: float) -> None:
+    def __init__(self, private: PrivateSection, learning_rate: float,
+                 noise: Mapping[int, Mapping[int, np.ndarray]] | None = None) -> None:
         self._gradients = private.inputs
-        self._draws = {node: {draw.step: from_tensor(draw.value) for draw in draws if draw.purpose == NOISE_PURPOSE}
-                       for node, draws in private.draws.items()}
+        self._draws = step_draws(private) if noise is None else noise
         self._learning_rate = learning_rate
         self.models: dict[tuple[int, int], np.ndarray] = {}
 
@@ -64,15 +64,26 @@ class StepOpener:
         return model - self._learning_rate * (gradients[step] + draw)
 
 
-def replay_steps(replay: Replay, *, rtol: float = TRAJECTORY_RTOL) -> StepReplay:
-    """Recompute every node's models from its gradients and draws; compare them with every logged payload."""
+def step_draws(private: PrivateSection) -> dict[int, dict[int, np.ndarray]]:
+    """Every node's noise of every step: its logged gradient draw."""
+    return {node: {draw.step: from_tensor(draw.value) for draw in draws if draw.purpose == NOISE_PURPOSE}
+            for node, draws in private.draws.items()}
+
+
+def replay_steps(replay: Replay, *, rtol: float = TRAJECTORY_RTOL,
+                 noise: Mapping[int, Mapping[int, np.ndarray]] | None = None) -> StepReplay:
+    """Recompute every node's models from its gradients and draws; compare them with every logged payload.
+
+    `noise` gives each node's whole noise per step where a protocol adds more than its gradient draw (DECOR's
+    pairwise terms); by default the gradient draws (`step_draws`).
+    """
     if replay.private is None:
         raise ValueError("replay was made without private logs; pass with_private_logs=True")
     private, transcript = replay.private, replay.realized
     failed = missing_inputs(inputs_needed(transcript), set(private.inputs))
     if failed is not None:
         return StepReplay(failed, {})
-    opener = StepOpener(private, replay.topology.protocol.learning_rate)
+    opener = StepOpener(private, replay.topology.protocol.learning_rate, noise)
     initial = {node: opened for node in private.inputs
                if (opened := opener(node, 0, np.zeros(replay.topology.protocol.vector_length))) is not None}
     try:

@@ -40,7 +40,7 @@ def utility_report(params: MuffliatoGDParams, logs: dict[int, NodeLog], data_dir
         "test_examples": int(len(test_y)),
         "steps": list(range(1, params.steps + 1)),
         "netdp": _run_curve(params, logs, test_x, test_y),
-        "central": _central_curve(params, shards, test_x, test_y, rng),
+        "central": central_curve(params, shards, test_x, test_y, rng),
         "local": _local_curve(params, shards, test_x, test_y, rng),
         "initial": metric(params.task, np.zeros(params.dimension), test_x, test_y),
         "baselines": f"simulated from the training files, seed {BASELINE_SEED}",
@@ -70,8 +70,9 @@ def _step(params: MuffliatoGDParams, model: np.ndarray, shard: LocalData, step: 
     return clipped_gradient(params.task, model, x, y, clip=params.clip, regularization=params.regularization).value
 
 
-def _central_curve(params: MuffliatoGDParams, shards: list[LocalData], x: np.ndarray, y: np.ndarray,
-                   rng: np.random.Generator) -> list[float]:
+def central_curve(params: MuffliatoGDParams, shards: list[LocalData], x: np.ndarray, y: np.ndarray,
+                  rng: np.random.Generator) -> list[float]:
+    """The trusted aggregator's test metric after every step: the mean clipped gradient plus N(0, σ²/n)."""
     model, curve = np.zeros(params.dimension), []
     n = len(shards)
     for step in range(params.steps):
