@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import audit, cohosted, correlated, exchanges, gossip, learning, tokens, utility, virtual
+from bench import audit, bundles, cohosted, correlated, exchanges, gossip, learning, tokens, utility, virtual
 from bench.figures import Row, Sizes
 from bench.isolate import Measured, run_case
 from bench.report import machine, table, write
@@ -43,6 +43,8 @@ BENCHMARKS = [
               "bench.tokens:measure", tokens.cases, tokens.rows),
     Benchmark("virtual", "`netdp run --virtual` hypercubes: s/round, peak memory, memory per node",
               "bench.virtual:measure", virtual.cases, virtual.rows, timeout_s=3600.0),
+    Benchmark("bundles", "virtual hypercube round, bundled deliveries vs message by message, back to back",
+              "bench.bundles:measure", bundles.cases, bundles.rows, timeout_s=3600.0),
     Benchmark("cohosted", "many node ids per gRPC process over mTLS vs a virtual run of the same graph",
               "bench.cohosted:measure", cohosted.cases, cohosted.rows),
     Benchmark("audit", "auditor: exact and paper columns, seconds and memory, speed-up over dense code",

@@ -204,7 +204,8 @@ class ProtocolContext(Generic[P]):
         """A per-neighbourhood round barrier fed by messages of `kind`; round r runs on step r // rounds_per_step's
         graph."""
         barrier = RoundBarrier(lambda round_index: self.neighbours(round_index // rounds_per_step), self.journal)
-        self.on(kind, barrier.handle, scheme="round", payload=True)
+        # Its values also have the quick path of a bundle (validated, logged with the bundle's, then stored).
+        self._receiver.add_rule(kind, KindRule(barrier.handle, "round", True, take=barrier.take))
         return barrier
 
     def exchange_desk(self, combine: Callable[[np.ndarray, np.ndarray], np.ndarray], *,

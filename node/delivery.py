@@ -91,20 +91,24 @@ ONE_TRY = RetryPolicy(max_attempts=1)
 
 async def send_with_retries(link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
                             wait_for_peer: bool, policy: RetryPolicy, held: Callable[[int], bool],
-                            behind: RetryPolicy | None = None) -> Delivery:
+                            behind: RetryPolicy | None = None, tried: LinkError | None = None) -> Delivery:
     """Try one message under `policy` within the budget: the one retry loop of every delivery rule.
 
     `held(attempt)` says whether ALREADY_EXISTS on that attempt means the peer holds the message.
     With `behind`, a peer that is behind (OUT_OF_RANGE) is asked again on that policy's pauses,
-    without counting as a failure of `policy`.
+    without counting as a failure of `policy`. `tried`: the first attempt was made already (in a
+    bundle) and failed so; the budget is what is left of it.
     """
     deadline = time.monotonic() + policy.budget_s(budget_s)
     pauses, behind_pauses = policy.delays(), (behind or policy).delays()
     failure: LinkError | None = None
     attempts = failures = 0
-    while (remaining := deadline - time.monotonic()) > 0:
+    while tried is not None or (remaining := deadline - time.monotonic()) > 0:
         attempts += 1
         try:
+            if tried is not None:
+                first, tried = tried, None
+                raise first
             await link.send(envelope, data, remaining, wait_for_peer=wait_for_peer)
             return Delivery(True, attempts)
         except LinkError as exc:
@@ -123,10 +127,19 @@ async def send_with_retries(link: PeerLink, envelope: peer_pb2.Envelope, data: b
 
 
 class DeliveryPolicy(Protocol):
-    """How to get one message to one peer within a time budget."""
+    """How to get one message to one peer within a time budget (`tried`: the first attempt failed so already)."""
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
-                      wait_for_peer: bool) -> Delivery: ...
+                      wait_for_peer: bool, tried: LinkError | None = None) -> Delivery: ...
+
+
+class Bundler(Protocol):
+    """What carries a node's one-way messages to the other ids of its process in bundles (`node.transport.bundles`)."""
+
+    def post(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float) -> asyncio.Future[None] | None:
+        """A first attempt in the next bundle, ended once the receiver logged it (LinkError: refused); None when the
+        receiver is not in this process."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -145,11 +158,11 @@ class BarrierDelivery:
     behind: RetryPolicy = BEHIND_RETRY
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
-                      wait_for_peer: bool) -> Delivery:
+                      wait_for_peer: bool, tried: LinkError | None = None) -> Delivery:
         # ALREADY_EXISTS on a retry: a retry after a lost acknowledgement finds the value there
         return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
                                        policy=replace(self.retry, max_attempts=self.attempts),
-                                       held=lambda attempt: attempt > 1, behind=self.behind)
+                                       held=lambda attempt: attempt > 1, behind=self.behind, tried=tried)
 
 
 @dataclass(frozen=True)
@@ -165,10 +178,10 @@ class CustodyDelivery:
     retry: RetryPolicy = TRANSPORT_RETRY
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
-                      wait_for_peer: bool) -> Delivery:
+                      wait_for_peer: bool, tried: LinkError | None = None) -> Delivery:
         return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
                                        policy=replace(self.retry, max_attempts=self.attempts),
-                                       held=lambda attempt: True)
+                                       held=lambda attempt: True, tried=tried)
 
 
 @dataclass(frozen=True)
@@ -176,9 +189,9 @@ class LatestValueDelivery:
     """A value the sender's next one supersedes (broadcast models): one try, never retried."""
 
     async def deliver(self, link: PeerLink, envelope: peer_pb2.Envelope, data: bytes, budget_s: float, *,
-                      wait_for_peer: bool) -> Delivery:
+                      wait_for_peer: bool, tried: LinkError | None = None) -> Delivery:
         return await send_with_retries(link, envelope, data, budget_s, wait_for_peer=wait_for_peer,
-                                       policy=ONE_TRY, held=lambda attempt: False)
+                                       policy=ONE_TRY, held=lambda attempt: False, tried=tried)
 
 
 def _failed(attempts: int, failure: LinkError | None) -> Delivery:
@@ -192,8 +205,10 @@ class Outbox:
     """The sending side of one node: a long-lived link per peer, opened on first use."""
 
     def __init__(self, link_for: Callable[[int], PeerLink], journal: Journal, *, run_id: str, protocol: str,
-                 sender: int) -> None:
+                 sender: int, courier: Bundler | None = None) -> None:
+        """`courier`: first attempts to the ids of this process go in its bundles (else each over its link)."""
         self._link_for = link_for
+        self._courier = courier
         self._links: dict[int, PeerLink] = {}
         self._journal = journal
         self._run_id = run_id
@@ -220,17 +235,47 @@ class Outbox:
         `on_fate(peer, delivery)` runs as soon as a message's fate is known.
         """
 
-        async def send(peer: int) -> Delivery:
+        started = time.monotonic()
+
+        async def send(peer: int, tried: LinkError | None = None) -> Delivery:
             envelope, data = self._wire(peer, message)
-            delivery = await policy.deliver(self.link(peer), envelope, data, budget_s, wait_for_peer=wait_for_peer)
+            left = budget_s - (time.monotonic() - started)
+            delivery = await policy.deliver(self.link(peer), envelope, data, left, wait_for_peer=wait_for_peer,
+                                            tried=tried)
+            return await fated(peer, delivery)
+
+        async def fated(peer: int, delivery: Delivery) -> Delivery:
             if on_fate is not None:
                 await on_fate(peer, delivery)
             return delivery
 
         ordered = sorted(peers)
-        deliveries = dict(zip(ordered, await asyncio.gather(*(send(peer) for peer in ordered))))
-        await self._journal.sent((peer, message, delivery) for peer, delivery in deliveries.items())
-        return deliveries
+        bundled = self._bundled(ordered, message, budget_s)
+        alone = asyncio.gather(*(send(peer) for peer in ordered if peer not in bundled))
+        deliveries: dict[int, Delivery] = {}
+        retried: dict[int, Awaitable[Delivery]] = {}
+        for peer, first in bundled.items():  # a bundle's messages are settled together: no task of their own
+            try:
+                await first
+            except LinkError as failure:
+                retried[peer] = asyncio.ensure_future(send(peer, failure))
+                continue
+            deliveries[peer] = await fated(peer, Delivery(True, 1))
+        deliveries |= dict(zip((peer for peer in ordered if peer not in bundled), await alone))
+        deliveries |= {peer: await retry for peer, retry in retried.items()}
+        await self._journal.sent((peer, message, deliveries[peer]) for peer in ordered)
+        return {peer: deliveries[peer] for peer in ordered}
+
+    def _bundled(self, peers: Sequence[int], message: Message, budget_s: float) -> dict[int, asyncio.Future[None]]:
+        """The first attempts posted to the courier (those to the ids of this process), by peer."""
+        if self._courier is None:
+            return {}
+        posted = {}
+        for peer in peers:
+            first = self._courier.post(*self._wire(peer, message), budget_s)
+            if first is not None:
+                posted[peer] = first
+        return posted
 
     async def call(self, peer: int, message: Message, timeout_s: float, *, wait_for_peer: bool = False,
                    reply_dimension: int | None = None) -> Message:

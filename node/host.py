@@ -26,7 +26,7 @@ from node.agent_budget import BudgetRequest, header_fields, own_parameters
 from node.breaks import Breaks
 from node.canaries import Canaries
 from node.context import NodeNoise, ProtocolContext
-from node.delivery import PING, Outbox
+from node.delivery import PING, Bundler, Outbox
 from node.errors import ConfigError
 from node.journal import Journal
 from node.message import Message
@@ -56,12 +56,13 @@ class NodeHost:
                  randomized_response: RandomizedResponseSampler | None = None,
                  network: NetworkParams | None = None, laplace: LaplaceSampler | None = None,
                  resume: bool = False, budget: BudgetRequest | None = None, clock_speedup: float = 1.0,
-                 coins: FairCoins | None = None, breaks: Breaks = Breaks()) -> None:
+                 coins: FairCoins | None = None, breaks: Breaks = Breaks(), courier: Bundler | None = None) -> None:
         """`network`: deadlines to keep instead of the published ones (the header still records those);
         `resume`: rejoin the run logged in `log_dir`, if any; `budget`: the agent's own, below the published;
         `clock_speedup`: fault injection, the factor its Poisson clock runs faster than published;
         `coins`: where its canary signs come from (an audit run publishes `canaries`); `breaks`: its deliberate
-        bugs (negative controls, written into its run header)."""
+        bugs (negative controls, written into its run header); `courier`: what bundles its one-way messages to the
+        other ids of its process."""
         if not 0 <= node_id < topology.n:
             raise ValueError(f"node id {node_id} is not in the topology (n = {topology.n})")
         self.topology = topology
@@ -78,7 +79,7 @@ class NodeHost:
         self.receiver = Receiver(topology, node_id, self.journal)
         self.receiver.register(PING, _pong, scheme="none", payload=False)
         self.outbox = Outbox(link_for, self.journal, run_id=topology.run_id, protocol=topology.protocol_name,
-                             sender=node_id)
+                             sender=node_id, courier=courier)
         noise = NodeNoise(sampler, self.journal, randomized_response, laplace, broken_scale=breaks.noise_scale)
         context = ProtocolContext(topology, node_id, self.journal, self.receiver, self.outbox, noise,
                                   on_step or _no_hook, network, params, clock_speedup=clock_speedup,

@@ -1,12 +1,13 @@
 """A node's journal: turns protocol events into view-log records and makes them durable.
 
 The public view log gets what the node saw; the private log gets its own input and noise.
-Appends are fsync'd in a worker thread so the event loop keeps serving peers meanwhile.
+Appends are fsync'd in worker threads so the event loop keeps serving peers meanwhile.
 Records that must be durable together (a round's sent messages, a received value and the
 exchange step it completes) are written with one `write` call: one fsync. Commits are
-grouped: records handed in while a log's write is in flight (a round's values arriving
-from several neighbours at once) go out together in its next write, with one fsync, and
-each caller returns only once its own records are on disk. A restarted node that rejoins its
+grouped, across every log of the process (`GroupCommit`): records handed in while a commit
+is in flight (a round's values arriving from several neighbours at once, the sends of many
+co-hosted ids) go out together in the next, one write and fsync per log, and each caller
+returns only once its own records are on disk. A restarted node that rejoins its
 run (`resume`) appends to its existing logs once both are checked (`read_resumable`), and its
 protocol reads the public one back from `resumed` (its host the private one, from `resumed_private`).
 """
@@ -14,9 +15,12 @@ protocol reads the public one back from `resumed` (its host the private one, fro
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +36,16 @@ MAX_DETAIL_CHARS = 500  # a refusal's detail or an exchange's reason, cut: a pee
 # A refused message's kind, exchange id or token id is logged as at most this many characters, then the
 # SHA-256 of the rest: an oversized field is still told apart from another, but cannot grow the log.
 MAX_LOGGED_FIELD_CHARS = 64
+# Appends run on threads of their own: an fsync mostly waits for the disk, and the filesystem commits the
+# fsyncs in flight together, so a few dozen at once (a round's logs of many ids in one process) cost little
+# more than one; asyncio's default executor has only cores + 4 threads.
+LOG_WRITER_THREADS = 32
+
+
+@functools.cache
+def log_writers() -> ThreadPoolExecutor:
+    """The process-wide threads that write and fsync the logs (asked for from event loops only)."""
+    return ThreadPoolExecutor(LOG_WRITER_THREADS, thread_name_prefix="netdp-log")
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,15 @@ def refusal_record(claimed_sender: int, status_code: str, detail: str, kind: str
     return viewlog_pb2.Record(rejected=record)
 
 
+def rejected_record(envelope: peer_pb2.Envelope | None, status_code: str, detail: str, message: Message | None,
+                    *, kept_elements: int, anonymous: bool) -> viewlog_pb2.Record:
+    """A refused incoming message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
+    and, if it was read, its payload (bounded by `refusal_record`)."""
+    sender = -1 if envelope is None or anonymous else int(envelope.sender)
+    kind, message_id = ("", MessageId()) if envelope is None else (envelope.kind, MessageId.of(envelope))
+    return refusal_record(sender, status_code, detail, kind, message_id, message, kept_elements)
+
+
 def bounded_text(text: str) -> str:
     """`text` itself when short; else its first MAX_LOGGED_FIELD_CHARS characters, then `...sha256:` and the hex
     digest of the rest (so at most MAX_LOGGED_FIELD_CHARS + 74 characters)."""
@@ -114,46 +137,76 @@ def _logged_kind(kind: str) -> str:
     return "" if kind == GOSSIP else kind
 
 
-class GroupedAppends:
-    """One log's appends, grouped: at most one write in flight, later records wait and go out together."""
+class GroupCommit:
+    """The appends of every log of a process (on one event loop), grouped: at most one commit in flight, and what
+    is handed in meanwhile goes out together in the next, each log written once and fsync'd once, the writes of
+    all its logs in flight at once (the filesystem commits concurrent fsyncs together). A round's records of many
+    ids, sent and received, share commits instead of each log queueing its own."""
 
-    def __init__(self, writer: ViewLogWriter) -> None:
-        self._writer = writer
-        self._waiting: list[tuple[Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
+    def __init__(self) -> None:
+        self._waiting: list[tuple[ViewLogWriter, Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def append(self, records: Sequence[viewlog_pb2.Record]) -> None:
-        """Return once `records` are written, in order after every record handed in before, and fsync'd."""
-        durable = asyncio.get_running_loop().create_future()
-        self._waiting.append((records, durable))
+    def submit(self, writer: ViewLogWriter, records: Sequence[viewlog_pb2.Record]) -> asyncio.Future[None]:
+        """A future that ends once `records` are written to `writer`'s log, in order after every record handed in
+        before, and fsync'd (or with the write's error)."""
+        loop = asyncio.get_running_loop()
+        durable = loop.create_future()
+        self._waiting.append((writer, records, durable))
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush())
-        await durable
+            self._flusher = loop.create_task(self._flush())
+        return durable
 
     async def _flush(self) -> None:
-        """Write whatever is waiting, one write and fsync per group, until nothing is."""
-        group: list[tuple[Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
+        """Write whatever is waiting, one write and fsync per log and group, until nothing is."""
+        group: list[tuple[ViewLogWriter, Sequence[viewlog_pb2.Record], asyncio.Future[None]]] = []
+        loop = asyncio.get_running_loop()
         try:
             while self._waiting:
                 group, self._waiting = self._waiting, []
-                failure: Exception | None = None
-                try:
-                    await asyncio.to_thread(self._writer.append_many, [r for records, _ in group for r in records])
-                except Exception as error:  # noqa: BLE001 - every caller of the group hears of it
-                    failure = error
-                for _, durable in group:
+                by_log: dict[ViewLogWriter, list[viewlog_pb2.Record]] = {}
+                for writer, records, _ in group:
+                    by_log.setdefault(writer, []).extend(records)
+                outcomes = await asyncio.gather(*(loop.run_in_executor(log_writers(), writer.append_many, records)
+                                                  for writer, records in by_log.items()), return_exceptions=True)
+                failures = dict(zip(by_log, outcomes))
+                for writer, _, durable in group:
                     if durable.done():  # its caller gave up waiting; the records went out all the same
                         continue
-                    if failure is None:
-                        durable.set_result(None)
-                    else:
+                    failure = failures[writer]
+                    if isinstance(failure, BaseException):  # every caller of that log's write hears of it
                         durable.set_exception(failure)
+                    else:
+                        durable.set_result(None)
                 group = []
         finally:
             self._flusher = None
-            for _, durable in group + self._waiting:  # cancelled itself: so are the appends it still owed
+            for _, _, durable in group + self._waiting:  # cancelled itself: so are the appends it still owed
                 durable.cancel()
             self._waiting = []
+
+
+_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupCommit] = weakref.WeakKeyDictionary()
+
+
+def group_commit() -> GroupCommit:
+    """The running event loop's group commit, shared by every log its nodes write."""
+    loop = asyncio.get_running_loop()
+    commit = _commits.get(loop)
+    if commit is None:
+        commit = _commits[loop] = GroupCommit()
+    return commit
+
+
+class GroupedAppends:
+    """One log's appends, through the group commit of the process: each returns once its records are durable."""
+
+    def __init__(self, writer: ViewLogWriter) -> None:
+        self._writer = writer
+
+    async def append(self, records: Sequence[viewlog_pb2.Record]) -> None:
+        """Return once `records` are written, in order after every record handed in before, and fsync'd."""
+        await group_commit().submit(self._writer, records)
 
 
 class Journal:
@@ -201,11 +254,9 @@ class Journal:
 
     async def rejected(self, envelope: peer_pb2.Envelope | None, status_code: str, detail: str,
                        message: Message | None = None, *, kept_elements: int = 0, anonymous: bool = False) -> None:
-        """A refused message: who claimed to send it (-1: unknown, or a sender-anonymous kind), which id, why,
-        and, if it was read, its payload (bounded by `refusal_record`)."""
-        sender = -1 if envelope is None or anonymous else int(envelope.sender)
-        kind, message_id = ("", MessageId()) if envelope is None else (envelope.kind, MessageId.of(envelope))
-        await self.write(refusal_record(sender, status_code, detail, kind, message_id, message, kept_elements))
+        """A refused message, logged as `rejected_record` makes it."""
+        await self.write(rejected_record(envelope, status_code, detail, message, kept_elements=kept_elements,
+                                         anonymous=anonymous))
 
     async def refused_reply(self, peer: int, reply: Message, detail: str, *, kept_elements: int,
                             status_code: str = "INVALID_ARGUMENT") -> None:
@@ -232,6 +283,11 @@ class Journal:
         await self._private_appends.append([viewlog_pb2.Record(noise=record)])
 
     @property
+    def view_writer(self) -> ViewLogWriter:
+        """The public log's writer, for a caller that commits the records of many journals together."""
+        return self._view
+
+    @property
     def closed(self) -> bool:
         """Whether the node's run is over and its logs closed: nothing more can be recorded."""
         return self._closed
@@ -240,3 +296,18 @@ class Journal:
         self._closed = True
         self._view.close()
         self._private.close()
+
+
+async def write_view_logs(batches: Mapping[Journal, Sequence[viewlog_pb2.Record]]) -> dict[Journal, Exception | None]:
+    """Append each journal's records to its view log in one group commit (a bundle of messages to many ids of one
+    process). Per journal, None once its records are durable, else what failed (a closed log: the node stopped)."""
+    commit = group_commit()
+    journals = list(batches)
+    outcomes = await asyncio.gather(*(commit.submit(journal.view_writer, batches[journal]) for journal in journals),
+                                    return_exceptions=True)
+    failures: dict[Journal, Exception | None] = {}
+    for journal, outcome in zip(journals, outcomes):
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome
+        failures[journal] = outcome
+    return failures

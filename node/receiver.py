@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 import numpy as np
 
-from netdp.v1 import peer_pb2
+from netdp.v1 import peer_pb2, viewlog_pb2
 from node.codec import PayloadError, unpack
-from node.journal import Journal
+from node.journal import Journal, rejected_record
 from node.message import GOSSIP, MAX_FIELD_CHARS, IdScheme, Message, MessageId, kind_of, oversized_field, to_wire
 from node.refusal import Refusal
 from node.topology import Topology
@@ -39,6 +39,25 @@ NamedHandler = Callable[[int, Message], Awaitable[Message | None]]
 Reply = tuple[peer_pb2.Envelope, bytes] | None
 
 
+def _settled(logged: bool) -> None:
+    """Nothing to apply: a refusal is complete once logged."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A message a mailbox took without waiting, or refused: the records that log it, and what `settle` applies
+    once they are durable (True) or could not be written (False), so that nothing is applied unlogged."""
+
+    records: tuple[viewlog_pb2.Record, ...]
+    settle: Callable[[bool], None] = field(default=_settled)
+    refusal: Refusal | None = None  # set for a refused message: its records are the refusal's
+
+
+# A mailbox's quick path for one-way messages: (sender, message) -> Taken, or raise Refusal, all without waiting;
+# the caller logs the records of a whole bundle together, then settles each.
+Taker = Callable[[Any, Message], Taken]
+
+
 @dataclass(frozen=True)
 class KindRule:
     """How a registered kind is checked and whom it goes to."""
@@ -49,6 +68,7 @@ class KindRule:
     anonymous: bool = False  # the sender is checked, then forgotten: neither handed on nor logged
     call_only: bool = False  # a request: it comes only as a call, whose reply is its point (never one-way)
     senders: frozenset[int] | None = None  # who may send the kind (None: the node's neighbours in the topology)
+    take: Taker | None = None  # the quick path of a one-way message, if the mailbox has one (same checks)
 
 
 class Receiver:
@@ -85,6 +105,11 @@ class Receiver:
         if kind in self._rules:
             raise ValueError(f"message kind {kind!r} is registered twice")
         self._rules[kind] = rule
+
+    @property
+    def journal(self) -> Journal:
+        """The node's journal, where a bundle's records for this id are committed."""
+        return self._journal
 
     @property
     def node_count(self) -> int:
@@ -131,6 +156,32 @@ class Receiver:
             delivery.add_done_callback(_settled_without_caller)
             raise
 
+    def take(self, envelope: peer_pb2.Envelope, data: bytes, authenticated_sender: int | None) -> Taken | None:
+        """One one-way message of a bundle through the same checks as `accept`, taken by its mailbox's quick path:
+        its records (or its refusal's) for the caller to commit with the bundle's, then `settle`. None when its
+        kind has no quick path (the caller hands it to `accept`); Refusal, unlogged, when the node has stopped."""
+        if self._journal.closed:
+            raise Refusal("UNAVAILABLE", f"node {self._node_id} has stopped")
+        try:
+            sender = self._check_envelope(envelope, authenticated_sender)
+        except Refusal as refusal:
+            return self._refused(envelope, refusal, self._arrived_message(envelope, data))
+        rule = self._rules[kind_of(envelope)]
+        if rule.take is None or rule.call_only:
+            return None
+        message: Message | None = None
+        try:
+            message = Message.decoded(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data), data)
+            return rule.take(None if rule.anonymous else sender, message)
+        except Refusal as refusal:
+            return self._refused(envelope, refusal, message)
+
+    def _refused(self, envelope: peer_pb2.Envelope, refusal: Refusal, message: Message | None) -> Taken:
+        """A refusal as `reject` logs it, as records to commit."""
+        anonymous, detail = self._logged_detail(envelope, refusal)
+        return Taken((rejected_record(envelope, refusal.code, detail, message, kept_elements=self._dimension,
+                                      anonymous=anonymous),), refusal=refusal)
+
     async def _deliver(self, sender: int, envelope: peer_pb2.Envelope, data: bytes) -> Reply:
         message: Message | None = None
         try:
@@ -162,11 +213,15 @@ class Receiver:
         """
         if self._journal.closed:  # the node has stopped: its view is final, the refusal goes to the caller only
             return
-        rule = None if envelope is None else self._rules.get(kind_of(envelope))
-        anonymous = rule is not None and rule.anonymous
-        detail = SENDER_WITHHELD if anonymous and refusal.names_sender else refusal.detail
+        anonymous, detail = self._logged_detail(envelope, refusal)
         await self._journal.rejected(envelope, refusal.code, detail, message, kept_elements=self._dimension,
                                      anonymous=anonymous)
+
+    def _logged_detail(self, envelope: peer_pb2.Envelope | None, refusal: Refusal) -> tuple[bool, str]:
+        """Whether the refused message's kind is sender-anonymous, and the detail its record keeps."""
+        rule = None if envelope is None else self._rules.get(kind_of(envelope))
+        anonymous = rule is not None and rule.anonymous
+        return anonymous, SENDER_WITHHELD if anonymous and refusal.names_sender else refusal.detail
 
     def _check_envelope(self, envelope: peer_pb2.Envelope, authenticated_sender: int | None) -> int:
         topology = self._topology

@@ -4,7 +4,8 @@ One process hosts the ids the published topology lists at one address (often jus
 Each id keeps its own data, samplers, view log and estimate, exactly as a process of its
 own would. Incoming messages are routed to the id their envelope names; outgoing ones go
 over one long-lived channel per peer process, or straight to the receiver of an id hosted
-here (`InProcessLink`: the same validation and logs, no network).
+here (`InProcessLink`: the same validation and logs, no network; one-way messages to them go in
+bundles, `node.transport.bundles`).
 
 Lifecycle: start the server (health SERVING), run every hosted id's protocol (channels
 open on first use), write the estimates, shut down gracefully once every id is done (each
@@ -33,6 +34,7 @@ from node.noise import SamplerKind, make_samplers
 from node.protocols.registry import protocol_spec
 from node.topology import NetworkParams, Topology, hosted_ids
 from node.transport.base import PeerLink
+from node.transport.bundles import Courier
 from node.transport.faults import LostAnswers
 from node.transport.grpc_link import PeerChannels
 from node.transport.grpc_server import start_server, stop_server
@@ -103,6 +105,7 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
     tls = security.load_tls(config.tls_dir, expected_id=node_ids) if config.tls_dir else None
     channels = _peer_channels(topology, tls)
     hosts: dict[int, NodeHost] = {}
+    courier = Courier(lambda peer: hosts[peer].receiver if peer in hosts else None)
 
     def link_for(sender: int) -> Callable[[int], PeerLink]:
         def link(peer: int) -> PeerLink:
@@ -118,7 +121,7 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
                             on_step=kill, randomized_response=samplers.randomized_response,
                             laplace=samplers.laplace, network=network, clock_speedup=config.clock_speedup,
                             resume=config.resume, budget=config.budget, coins=samplers.coins,
-                            breaks=config.breaks)
+                            breaks=config.breaks, courier=courier)
     address = topology.address_of(node_ids[0])
     try:
         server, health = await start_server(

@@ -3,9 +3,9 @@
 There is no global clock. A node collecting round t accepts values for rounds t..t+window
 (a neighbour may be one round ahead), refuses older rounds (already closed) and anything
 further ahead. A value is either logged as received *and* used, or refused: never logged
-and then ignored. Accepting reserves the value's place under the lock, logs it outside the
-lock (so a round's values from several neighbours are logged together, one fsync), then
-stores it; a round does not close while a value of it is being logged.
+and then ignored. Accepting reserves the value's place (`take`, without waiting), logs it
+(alone, or with the other messages of its bundle: one group commit), then stores it; a round
+does not close while a value of it is being logged.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from node.journal import Delivery, Journal
+from node.journal import Delivery, Journal, received_record
 from node.message import GOSSIP, Message, MessageId
+from node.receiver import Taken
 from node.refusal import Refusal
 
 # How often a neighbour that acknowledged our value but whose own value is missing is checked
@@ -65,7 +67,7 @@ class RoundBarrier:
         self._values: dict[int, dict[int, np.ndarray]] = defaultdict(dict)
         self._logging: dict[int, set[int]] = defaultdict(set)  # round -> senders whose value is being logged
         self._used: set[tuple[int, int]] = set()  # (sender, round) of every value a closed round used
-        self._changed = asyncio.Condition()
+        self._changed: asyncio.Future[None] | None = None  # what the collector waits on; set when anything changes
 
     @property
     def open_round(self) -> int:
@@ -74,44 +76,59 @@ class RoundBarrier:
 
     async def handle(self, sender: int, message: Message) -> None:
         """The mailbox's handler: log and store a neighbour's round value, or raise Refusal untouched."""
-        await self._take(sender, message)
+        taken = self.take(sender, message)
+        logged = False
+        try:
+            await self._journal.received(sender, message)  # what `taken.records` holds
+            logged = True
+        finally:
+            taken.settle(logged)
 
     async def deliver(self, sender: int, round_index: int, value: np.ndarray) -> None:
         """Log and store a neighbour's value, or raise Refusal without touching any state."""
-        await self._take(sender, Message(GOSSIP, MessageId(round=round_index), value))
+        await self.handle(sender, Message(GOSSIP, MessageId(round=round_index), value))
 
-    async def _take(self, sender: int, message: Message) -> None:
-        round_index, value = message.id.round, message.payload
-        async with self._changed:
-            if (sender in self._values.get(round_index, {}) or sender in self._logging.get(round_index, ())
-                    or (sender, round_index) in self._used):
-                raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}",
-                              names_sender=True)
-            if round_index < self._open_round:
-                # Only a sender that was dropped hears this: it tells it not to wait for this node.
-                raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round}) "
-                              f"and node {sender} was dropped from it", names_sender=True)
-            if round_index > self._open_round + self._window:
-                raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
-            if sender not in self._neighbours_of_round(round_index):
-                raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}",
-                              names_sender=True)
-            self._logging[round_index].add(sender)
-        logged = False
-        try:
-            await self._journal.received(sender, message)
-            logged = True
-        finally:
-            async with self._changed:
-                self._logging[round_index].discard(sender)
-                if logged:
-                    self._values[round_index][sender] = value
-                self._changed.notify_all()
+    def take(self, sender: int, message: Message) -> Taken:
+        """Reserve the value's place (raise Refusal, untouched, if it has none): its record is to be logged, then
+        `settle` stores it."""
+        round_index = message.id.round
+        if (sender in self._values.get(round_index, {}) or sender in self._logging.get(round_index, ())
+                or (sender, round_index) in self._used):
+            raise Refusal("ALREADY_EXISTS", f"already have round {round_index} from node {sender}",
+                          names_sender=True)
+        if round_index < self._open_round:
+            # Only a sender that was dropped hears this: it tells it not to wait for this node.
+            raise Refusal("FAILED_PRECONDITION", f"round {round_index} is closed (now at {self._open_round}) "
+                          f"and node {sender} was dropped from it", names_sender=True)
+        if round_index > self._open_round + self._window:
+            raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
+        if sender not in self._neighbours_of_round(round_index):
+            raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}",
+                          names_sender=True)
+        self._logging[round_index].add(sender)
+        return Taken((received_record(sender, message),), partial(self._settle, sender, message))
+
+    def _settle(self, sender: int, message: Message, logged: bool) -> None:
+        """The value's record is durable (`logged`): store it; or it could not be written: free its place."""
+        round_index = message.id.round
+        self._logging[round_index].discard(sender)
+        if logged:
+            self._values[round_index][sender] = message.payload
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
+
+    async def _changes(self) -> None:
+        """Return at the next change (a value stored or freed, a wake)."""
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        await self._changed
 
     async def wake(self) -> None:
-        """Re-evaluate waiting collectors (e.g. a neighbour's liveness just became known)."""
-        async with self._changed:
-            self._changed.notify_all()
+        """Re-evaluate the waiting collector (e.g. a neighbour's liveness just became known)."""
+        self._notify()
 
     async def collect(self, round_index: int, deadline_s: float, *, patience_s: float,
                       fates: NeighbourFates, probe: Probe | None = None) -> dict[int, np.ndarray]:
@@ -156,34 +173,34 @@ class RoundBarrier:
                            started: float) -> dict[int, np.ndarray]:
         loop = asyncio.get_running_loop()
         neighbours = self._neighbours_of_round(round_index)
-        async with self._changed:
-            while True:
-                cut_off = fates.unreachable.issuperset(neighbours)
-                awaited = {peer for peer in neighbours if peer not in self._values[round_index]
-                           and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
-                elapsed = loop.time() - started
-                logging = self._logging.get(round_index)
-                if logging:  # a value of this round is on its way to disk: it is in the round
-                    await self._changed.wait()
-                    continue
-                if not awaited or elapsed >= patience_s:
-                    break
-                if elapsed >= deadline_s and not awaited & fates.alive:
-                    break
-                wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
-                # (SIGTERM) that arrives as the condition is notified, and the node would run on.
-                try:
-                    async with asyncio.timeout(wake_after):
-                        await self._changed.wait()
-                except TimeoutError:
-                    pass
-            values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
-            self._logging.pop(round_index, None)
-            self._used.update((sender, round_index) for sender in values)
-            self._open_round = round_index + 1
-            waited = loop.time() - started
-            for peer in neighbours:
-                if peer not in values:
-                    await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
+        while True:
+            cut_off = fates.unreachable.issuperset(neighbours)
+            awaited = {peer for peer in neighbours if peer not in self._values[round_index]
+                       and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
+            elapsed = loop.time() - started
+            logging = self._logging.get(round_index)
+            if logging:  # a value of this round is on its way to disk: it is in the round
+                await self._changes()
+                continue
+            if not awaited or elapsed >= patience_s:
+                break
+            if elapsed >= deadline_s and not awaited & fates.alive:
+                break
+            wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+            # (SIGTERM) that arrives as the barrier is woken, and the node would run on.
+            try:
+                async with asyncio.timeout(wake_after):
+                    await self._changes()
+            except TimeoutError:
+                pass
+        # Closed at once, with no wait between the last check and here: no value can slip in unused.
+        values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
+        self._logging.pop(round_index, None)
+        self._used.update((sender, round_index) for sender in values)
+        self._open_round = round_index + 1
+        waited = loop.time() - started
+        for peer in neighbours:
+            if peer not in values:
+                await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values

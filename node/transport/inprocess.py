@@ -18,9 +18,9 @@ from node.breaks import Breaks
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import GaussianSampler, NodeSamplers
 from node.receiver import Receiver, Reply
-from node.refusal import Refusal
 from node.topology import NetworkParams, Topology
 from node.transport.base import LinkError
+from node.transport.bundles import Courier, accept_in_process
 
 
 class InProcessLink:
@@ -49,13 +49,7 @@ class InProcessLink:
     async def _accept(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, call: bool) -> Reply:
         if self._receiver is None:  # an absent peer never comes up, so waiting for it is pointless
             raise LinkError("UNAVAILABLE", "peer is not running")
-        try:
-            async with asyncio.timeout(timeout_s):  # no task of its own per message, unlike wait_for
-                return await self._receiver.accept(envelope, data, self._sender, call=call)
-        except Refusal as refusal:
-            raise LinkError(refusal.code, refusal.detail) from None
-        except TimeoutError:
-            raise LinkError("DEADLINE_EXCEEDED", "peer did not answer in time") from None
+        return await accept_in_process(self._receiver, envelope, data, self._sender, timeout_s, call=call)
 
     async def close(self) -> None:
         return None
@@ -75,6 +69,7 @@ async def run_inprocess(
     return_exceptions: bool = False,
     network: NetworkParams | None = None,
     breaks: Mapping[int, Breaks] = MappingProxyType({}),
+    bundled: bool = True,
 ) -> dict[int, NodeOutcome | BaseException]:
     """Run every node except `absent` ones in this event loop; logs go to log_root/node-<id>.
 
@@ -82,10 +77,12 @@ async def run_inprocess(
     networked node has them. With `return_exceptions`, a node whose run raises does not stop the
     others: its entry in the result is the exception (as a node process would exit on its own).
     `network`: the deadlines every node keeps, if not the published ones; `breaks`: deliberate bugs
-    of some nodes (negative controls).
+    of some nodes (negative controls). `bundled`: the one-way messages of a turn go as bundles (`Courier`), as
+    between the co-hosted ids of a node process; else each alone (the same views, message by message).
     """
     running = [v for v in range(topology.n) if v not in absent]
     hosts: dict[int, NodeHost] = {}
+    courier = Courier(lambda node: _receiver_of(hosts, node)) if bundled else None
 
     def link_factory(sender: int) -> Callable[[int], InProcessLink]:
         return lambda peer: InProcessLink(sender, _receiver_of(hosts, peer))
@@ -100,7 +97,7 @@ async def run_inprocess(
             if isinstance(samplers, NodeSamplers) else (samplers, None, None, None))
         hosts[v] = NodeHost(topology, v, values[v], gaussian, Path(log_root) / f"node-{v}", link_factory(v),
                             on_step=step_hook(v), randomized_response=randomized_response, network=network,
-                            laplace=laplace, coins=coins, breaks=breaks.get(v, Breaks()))
+                            laplace=laplace, coins=coins, breaks=breaks.get(v, Breaks()), courier=courier)
     try:
         outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:
