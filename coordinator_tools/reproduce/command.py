@@ -246,7 +246,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "as many audit pages as --max-mb allows) into --to, its links rewritten to work there")
     parser.add_argument("--to", type=Path, default=None, metavar="DEST",
                         help="with --publish: a new or empty folder, or an earlier publication (replaced), e.g. "
-                             "docs/reproductions/full")
+                             "docs/reproductions/published")
     parser.add_argument("--max-mb", type=positive, default=DEFAULT_BUDGET_MB,
                         help=f"with --publish: the published copy's size budget in megabytes (default "
                              f"{DEFAULT_BUDGET_MB:g})")
