@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 import numpy as np
 
-from netdp.v1 import peer_pb2, viewlog_pb2
+from netdp.v1 import peer_pb2
 from node.codec import PayloadError, unpack
 from node.journal import Journal, rejected_record
+from node.mailboxes.quick_path import Taken, Taker
 from node.message import GOSSIP, MAX_FIELD_CHARS, IdScheme, Message, MessageId, kind_of, oversized_field, to_wire
 from node.refusal import Refusal
 from node.topology import Topology
@@ -37,25 +38,6 @@ Handler = Callable[[int | None, Message], Awaitable[Message | None]]
 # The handler of a kind that names its sender: it is never handed None.
 NamedHandler = Callable[[int, Message], Awaitable[Message | None]]
 Reply = tuple[peer_pb2.Envelope, bytes] | None
-
-
-def _settled(logged: bool) -> None:
-    """Nothing to apply: a refusal is complete once logged."""
-
-
-@dataclass(frozen=True)
-class Taken:
-    """A message a mailbox took without waiting, or refused: the records that log it, and what `settle` applies
-    once they are durable (True) or could not be written (False), so that nothing is applied unlogged."""
-
-    records: tuple[viewlog_pb2.Record, ...]
-    settle: Callable[[bool], None] = field(default=_settled)
-    refusal: Refusal | None = None  # set for a refused message: its records are the refusal's
-
-
-# A mailbox's quick path for one-way messages: (sender, message) -> Taken, or raise Refusal, all without waiting;
-# the caller logs the records of a whole bundle together, then settles each.
-Taker = Callable[[Any, Message], Taken]
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from functools import partial
 import numpy as np
 
 from node.journal import Delivery, Journal, received_record
+from node.mailboxes.quick_path import Taken
 from node.message import GOSSIP, Message, MessageId
-from node.receiver import Taken
 from node.refusal import Refusal
 
 # How often a neighbour that acknowledged our value but whose own value is missing is checked

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from netdp.v1 import peer_pb2, viewlog_pb2
 from node.journal import Journal, write_view_logs
-from node.receiver import Receiver, Reply, Taken
+from node.mailboxes.quick_path import Taken
+from node.receiver import Receiver, Reply
 from node.refusal import Refusal
 from node.transport.base import LinkError
 

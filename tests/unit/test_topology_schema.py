@@ -121,7 +121,7 @@ def _arc_self_loop(raw: dict) -> None:
         (_bad_sigma, "field 'protocol.sigma'"),
         (_unknown_field, "unknown field 'coordinator'"),
         (_unknown_protocol,
-         "field 'protocol': unknown name 'gossip-9000'; known: 'decor', 'muffliato', 'muffliato-async'"),
+         "field 'protocol': unknown name 'gossip-9000'; known: 'decor', 'decor-gd', 'muffliato', 'muffliato-async'"),
         (_async_without_stopping_rule, "field 'protocol': give exactly one of 'exchanges'"),
         (_async_bad_tick_rate, "field 'protocol.tick_rate': Input should be greater than 0"),
         (_sync_field_in_async, "unknown field 'protocol.rounds'"),
