@@ -161,6 +161,11 @@ class NetworkParams(BaseModel):
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="largest payload a node accepts")
     chunk_bytes: int = Field(1024 * 1024, ge=1024, le=4 * 1024 * 1024 - 4096, description="stream chunk size")
 
+    def key_agreed_rounds_s(self, rounds: int) -> float:
+        """`netdp run`'s time limit for a protocol that agrees pairwise secrets first: the agreement and every
+        round waiting their deadlines twice over."""
+        return (rounds + 1) * self.round_deadline_s * 2 + self.startup_deadline_s
+
 
 @dataclass(frozen=True)
 class Links:

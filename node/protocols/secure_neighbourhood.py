@@ -83,7 +83,7 @@ class SecureNeighbourhoodParams(NoisyVectorParams):
 
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
         """The key agreement and every round waiting their deadlines twice over (`netdp run`'s time limit)."""
-        return (self.rounds + 1) * network.round_deadline_s * 2 + network.startup_deadline_s
+        return network.key_agreed_rounds_s(self.rounds)
 
 
 class SecureNeighbourhoodNode:
