@@ -49,6 +49,7 @@ from node.protocols.ring_histogram_bound import corollary_conditions, proof_boun
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
 from node.protocols.rw_sgd import RwSgdParams, SenderView
 from node.protocols.walk_sum import WalkSumParams
+from node.protocols.zero_sum_gd import ZeroSumGDParams
 from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
 
 DEFAULT_PROTOCOL = "muffliato"
@@ -296,6 +297,10 @@ DECOR_GD = ProtocolOptions(
                                                          float, default=1.0)) + LEARNING_OPTIONS,
     derive=_learning_defaults,
 )
+
+# Zip-DL learning: Muffliato-GD's learning options, one round per step (no --gossip-rounds).
+ZERO_SUM_GD = ProtocolOptions(ZeroSumGDParams, NOISY_VECTOR_OPTIONS + (STEPS,) + LEARNING_OPTIONS,
+                              derive=_learning_defaults)
 
 RING_SUM = ProtocolOptions(
     RingSumParams,

@@ -76,14 +76,21 @@ class MuffliatoGDNode:
 
 async def noisy_gradient(context: ProtocolContext[LearningParams], data: LocalData, model: np.ndarray,
                          step: int) -> np.ndarray:
-    """The step's clipped gradient at `model` on the step's batch, logged as the step's input, plus its own draw
-    N(0, σ² I) (purpose "gradient", logged under the step): what every D-SGD step of netdp releases."""
+    """The step's gradient (`step_gradient`) plus its own draw N(0, σ² I) (purpose "gradient", logged under the
+    step): what every D-SGD step of netdp with independent noise releases."""
+    contribution = await step_gradient(context, data, model, step)
+    return await context.noise.gaussian(contribution, context.params.sigma, step=step, purpose=NOISE_PURPOSE)
+
+
+async def step_gradient(context: ProtocolContext[LearningParams], data: LocalData, model: np.ndarray,
+                        step: int) -> np.ndarray:
+    """The step's clipped gradient at `model` on the step's batch, logged as the step's input: what every learning
+    protocol's step starts from, whatever noise it then adds (zero-sum learning adds its noise to the models sent)."""
     params = context.params
     x, y = data.batch(step, params.batch)
     gradient = clipped_gradient(params.task, model[: params.dimension], x, y, clip=context.clip_bound(params.clip),
                                 regularization=params.regularization)
-    contribution = await context.contribution(gradient.value, gradient.clipped > 0, sensitivity=params.sensitivity)
-    return await context.noise.gaussian(contribution, params.sigma, step=step, purpose=NOISE_PURPOSE)
+    return await context.contribution(gradient.value, gradient.clipped > 0, sensitivity=params.sensitivity)
 
 
 PLUGIN = ProtocolPlugin(

@@ -18,7 +18,7 @@ SHARE_PURPOSE, step t·n + j); the Z follow from them. The view log holds the va
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -86,21 +86,24 @@ class ZeroSumNode:
         value = await context.contribution(clipped, was_clipped, sensitivity=params.sensitivity)
         for t in range(params.rounds):
             await context.step_started(t)
-            shares = await self._shares(coefficients, t, value.size)
+            shares = await zero_sum_shares(context, coefficients, t, value.size, params.sigma)
             sent = {peer: value + share for peer, share in shares.items() if peer != context.node_id}
             received = await self._rounds.exchange(t, sent)
             value = mix(value + shares[context.node_id], received, row, context.node_id)
         return NodeOutput(value, params.rounds)
 
-    async def _shares(self, coefficients: Mapping[int, Mapping[int, float]], round_index: int,
-                      size: int) -> dict[int, np.ndarray]:
-        """Z_{a→j} for every j of the closed neighbourhood, from fresh draws Y logged privately."""
-        context, params = self._context, self._context.params
-        draws = {k: await context.noise.gaussian(np.zeros(size), params.sigma, purpose=SHARE_PURPOSE,
-                                                 step=share_step(round_index, k, context.topology.n))
-                 for k in sorted(coefficients)}
-        return {j: sum((weight * draws[k] for k, weight in row.items()), np.zeros(size))
-                for j, row in coefficients.items()}
+
+async def zero_sum_shares(context: ProtocolContext[Any], coefficients: Mapping[int, Mapping[int, float]],
+                          round_index: int, size: int, sigma: float) -> dict[int, np.ndarray]:
+    """Z_{a→j} for every j of the closed neighbourhood, from fresh draws Y ~ N(0, σ² I) logged privately.
+
+    Zero-sum averaging and learning (`node.protocols.zero_sum_gd`) draw their round's or step's shares alike.
+    """
+    draws = {k: await context.noise.gaussian(np.zeros(size), sigma, purpose=SHARE_PURPOSE,
+                                             step=share_step(round_index, k, context.topology.n))
+             for k in sorted(coefficients)}
+    return {j: sum((weight * draws[k] for k, weight in row.items()), np.zeros(size))
+            for j, row in coefficients.items()}
 
 
 PLUGIN = ProtocolPlugin(

@@ -69,7 +69,7 @@ def test_a_named_graph_fixes_its_own_size_and_the_target_axis_replaces_sigma() -
     (("--protocol", "muffliato", "--sigma", "1", "--target-eps", "2"), "exactly one of them"),
     (("--protocol", "muffliato"), "exactly one of them"),
     (("--protocol", "muffliato-async", "--sigma", "1"), "muffliato-async needs rounds"),
-    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"), "decor-gd, muffliato-gd take steps"),
+    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"), "decor-gd, muffliato-gd, zero-sum-gd take steps"),
     (("--protocol", "muffliato", "--sigma", "1", "--steps", "2"), "the averaging protocols take rounds"),
     (("--protocol", "muffliato", "--sigma", "1", "--insecure"), "insecure only goes with networked runs"),
     (("--protocol", "muffliato", "--sigma", "1,2,1"), "sigma: lists 1.0 twice"),
@@ -112,3 +112,13 @@ def test_every_learning_protocol_runs_as_itself_on_the_shared_learning_task() ->
     assert (decor.name, gossip.name) == ("decor-gd", "muffliato-gd")
     shared = ("task", "clip", "batch", "steps", "learning_rate", "sensitivity", "sigma", "gossip_rounds")
     assert {f: getattr(decor, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
+
+
+def test_zero_sum_learning_runs_on_the_shared_learning_task_with_one_round_per_step() -> None:
+    grid = sweep_grid("--protocol", "zero-sum-gd,muffliato-gd", "--graph", "ring", "--n", "4", "--sigma", "1",
+                      "--steps", "3")
+    protocols = {point.protocol: point_topology(point, grid, 1.0).protocol for point in expand(grid)}
+    zero_sum, gossip = protocols["zero-sum-gd"], protocols["muffliato-gd"]
+    shared = ("task", "clip", "batch", "steps", "learning_rate", "sensitivity", "sigma", "gossip_rounds")
+    assert zero_sum.name == "zero-sum-gd" and gossip.gossip_rounds == 1
+    assert {f: getattr(zero_sum, f) for f in shared} == {f: getattr(gossip, f) for f in shared}

@@ -55,12 +55,22 @@ def round_release(row: Mapping[int, float], node: int) -> float:
     so a node whose every value is seen loses this much per round, composed over rounds: the local-DP baseline. Its
     values' noise sums (weighted) to its kept share alone, so this is above one release at σ: 6 on a ring.
     """
+    return share_release(row, [j for j in sorted(row) if j != node])
+
+
+def share_release(row: Mapping[int, float], receivers: Sequence[int]) -> float:
+    """1ᵀ Σ⁻¹ 1 (in releases at σ), Σ the covariance in σ² of the shares Z_{a→j}, j in `receivers`, of the node whose
+    mixing row is `row`: what values carrying one common mean and those shares reveal of the mean.
+
+    Any set of shares without the kept one has a nonsingular Σ (the zero sum's weights are positive on the kept
+    share); zero-sum learning (`zero_sum_gd`) counts the shares of each step that reach a view.
+    """
     coefficients = zero_sum_coefficients(row)
-    sent = np.array([[coefficients[j][k] for k in sorted(row)] for j in sorted(row) if j != node])
-    if sent.size == 0:
+    shares = np.array([[coefficients[j][k] for k in sorted(row)] for j in receivers])
+    if shares.size == 0:
         return 0.0
-    ones = np.ones(len(sent))
-    return float(ones @ np.linalg.solve(sent @ sent.T, ones))
+    ones = np.ones(len(shares))
+    return float(ones @ np.linalg.solve(shares @ shares.T, ones))
 
 
 class ZeroSumAuditor(LinearRoundAuditor):
