@@ -67,9 +67,9 @@ def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> Non
 
 
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="zero-sum has no learning mode; available with --task learning: "
-                                          "muffliato, decor, ldp, central"):
-        chosen_designs(["decor", "zero-sum"], "learning")
+    with pytest.raises(ConfigError, match="secure-neighbourhood has no learning mode; available with --task learning: "
+                                          "muffliato, decor, zero-sum, ldp, central"):
+        chosen_designs(["decor", "secure-neighbourhood"], "learning")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
     assert chosen_designs(["decor", "muffliato", "ldp"], "learning") == ("decor", "muffliato", "ldp")
@@ -113,6 +113,22 @@ def test_compare_designs_learning_rows_are_accuracies_at_the_target(tmp_path: Pa
         assert float(r["mean_eps"]) == pytest.approx(TARGET, rel=2e-3)
     assert float(rows[1]["mean_eps"]) <= float(rows[0]["worst_eps"])  # an outsider holds no secret
 
+def test_compare_designs_learns_with_zero_sum_shares_at_the_target(tmp_path: Path) -> None:
+    """--task learning --designs zero-sum: zero-sum-gd calibrated to the curious node's mean ε, run, audited against
+    curious nodes and an eavesdropper (who sees every value, so no less than any one node)."""
+    out = tmp_path / "z"
+    assert main(["compare", "--designs", "zero-sum", "--task", "learning", "--graph", "ring", "--n", "4",
+                 "--steps-per-node", "3", "--virtual", "--sampler", "simulation", "--seed", "5", "--data-seed", "1",
+                 "--out", str(out)]) == 0
+    with (out / designs.CSV_FILE).open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["design"], r["threat_model"]) for r in rows] == [("zero-sum", "curious-observer"),
+                                                               ("zero-sum", "eavesdropper")]
+    assert {r["utility_kind"] for r in rows} == {"accuracy"} and all(0.0 < float(r["utility"]) <= 1.0 for r in rows)
+    assert float(rows[0]["mean_eps"]) == pytest.approx(TARGET, rel=2e-3)
+    assert float(rows[1]["mean_eps"]) >= float(rows[0]["mean_eps"])
+
+
 def test_the_decor_demo_runs_the_averaging_design() -> None:
     graph = generate("hypercube", n=16)
     args = argparse.Namespace(sigma=0.5, sensitivity=None, alpha=2.0, dimension=None, rounds=None)
@@ -124,7 +140,7 @@ def test_the_decor_demo_runs_the_averaging_design() -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--designs", "decor", "--graph", "hypercube", "--n", "6"], "hypercube needs n a power of 2, got n = 6"),
     (["--designs", "decor", "--target-eps", "0"], "--target-eps must be above 0, got 0"),
-    (["--designs", "zero-sum", "--task", "learning"], "zero-sum has no learning mode"),
+    (["--designs", "secure-neighbourhood", "--task", "learning"], "secure-neighbourhood has no learning mode"),
     (["--target", "worst"], "--target worst, --virtual and --topology go with --designs"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_before_anything_is_written(
