@@ -74,6 +74,14 @@ def test_the_regulariser_shrinks_the_carried_sensitivity() -> None:
     assert share_geometry(path(2, regularization=0.4))[0, 1] == pytest.approx(LEAF * (1 + 4.8**2), rel=1e-9)
 
 
+def test_a_dropped_value_raises_the_hidden_part_by_the_self_weight_it_takes() -> None:
+    """Node 0 mixes nothing from node 1 at step 0: its realized self weight 1 over its planned 2/3 scales its hidden
+    model by kappa = 3/2, so f_1 = 3/2 f_0 + 2C = 5.5 Delta in what node 1 hears of it at step 1."""
+    planned = path(2)
+    dropped = replace(planned, used=((frozenset(), *planned.used[0][1:]), *planned.used[1:]))
+    assert share_geometry(dropped)[0, 1] == pytest.approx(LEAF * (1 + 5.5**2), rel=1e-9)
+
+
 def gd_topology(sigma: float = 0.5) -> Topology:
     params = ZeroSumGDParams(sigma=sigma, sensitivity=2.0 / EXAMPLES, alpha=2.0, dimension=D, task="least_squares",
                              steps=STEPS, learning_rate=ETA, clip=1.0, batch=EXAMPLES)
