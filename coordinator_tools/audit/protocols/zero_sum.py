@@ -65,12 +65,19 @@ def share_release(row: Mapping[int, float], receivers: Sequence[int]) -> float:
     Any set of shares without the kept one has a nonsingular Σ (the zero sum's weights are positive on the kept
     share); zero-sum learning (`zero_sum_gd`) counts the shares of each step that reach a view.
     """
-    coefficients = zero_sum_coefficients(row)
-    shares = np.array([[coefficients[j][k] for k in sorted(row)] for j in receivers])
-    if shares.size == 0:
+    covariance = share_covariance(row, receivers)
+    if covariance.size == 0:
         return 0.0
-    ones = np.ones(len(shares))
-    return float(ones @ np.linalg.solve(shares @ shares.T, ones))
+    ones = np.ones(len(covariance))
+    return float(ones @ np.linalg.solve(covariance, ones))
+
+
+def share_covariance(row: Mapping[int, float], receivers: Sequence[int]) -> np.ndarray:
+    """Σ (in σ²) of the shares Z_{a→j}, j in `receivers`, of the node whose mixing row is `row`: C_S C_Sᵀ."""
+    coefficients = zero_sum_coefficients(row)
+    shares = np.array([[coefficients[j][k] for k in sorted(row)] for j in receivers]).reshape(len(receivers), len(row))
+    covariance: np.ndarray = shares @ shares.T
+    return covariance
 
 
 class ZeroSumAuditor(LinearRoundAuditor):

@@ -42,7 +42,7 @@ import numpy as np
 from coordinator_tools.audit.core import EPS
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
-from coordinator_tools.audit.protocols.zero_sum import share_release
+from coordinator_tools.audit.protocols.zero_sum import share_covariance, share_release
 from coordinator_tools.audit.views import coalition
 from node.protocols.zero_sum_gd import ZeroSumGDParams
 
@@ -106,16 +106,22 @@ def reached_receivers(run: Transcript, last: list[int], observers: tuple[int, ..
 def source_factor(run: Transcript, params: ZeroSumGDParams, last: list[int], observers: tuple[int, ...],
                   members: tuple[int, ...], node: int) -> float:
     """Σ_s ρ(S_s) (f_s/Δ)² of one source: every value it sent before its last step in the closure, and those of
-    that step that are in it; each ρ raised by its solve's rounding bound so rounding never lowers it."""
+    that step that are in it."""
     if last[node] < 0:
         return 0.0
     row = run.topology.weight_row(node)
     factors = sensitivities(run, params, node)
-    every = sorted(run.topology.neighbours[node])
-    slack = 1.0 + (len(row) ** 2) * EPS * 1e3
-    full = share_release(row, every) * slack
-    final = share_release(row, reached_receivers(run, last, observers, members, node)) * slack
+    full = rounded_up_release(row, sorted(run.topology.neighbours[node]))
+    final = rounded_up_release(row, reached_receivers(run, last, observers, members, node))
     return float(full * np.sum(np.square(factors[:last[node]])) + final * factors[last[node]] ** 2)
+
+
+def rounded_up_release(row: dict[int, float], receivers: list[int]) -> float:
+    """ρ(S) raised by its solve's relative error bound (cond · m · eps), so rounding never lowers the bound."""
+    if not receivers:
+        return 0.0
+    slack = float(np.linalg.cond(share_covariance(row, receivers))) * len(receivers) * EPS
+    return share_release(row, receivers) * (1.0 + slack)
 
 
 def share_geometry(run: Transcript, threat_model: ThreatModel = ThreatModel()) -> np.ndarray:
