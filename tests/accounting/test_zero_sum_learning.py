@@ -103,6 +103,8 @@ def test_the_audit_recomputes_every_value_and_accounts_every_threat_model(learni
     report = audit_run(root, root / "audit", AuditOptions(with_private_logs=True, attack_pairs="none"))
     checks = {check["name"]: check["ok"] for check in report["checks"]}  # type: ignore[index]
     assert len(checks) >= 2 and all(checks.values()), checks
+    details = " ".join(str(check["detail"]) for check in report["checks"])  # type: ignore[index]
+    assert f"{2 * N * 3 * STEPS + N} logged payloads" in details  # every value sent and received, every output
     eps = pair_matrix(read_pairs(root / "audit", ["source", "observer", "exact_rdp_upper"]), "exact_rdp_upper", N)
     expected = share_geometry(planned_transcript(gd_topology(), rounds=STEPS, accelerated=False))
     np.testing.assert_allclose(eps, 2.0 * (2.0 / EXAMPLES / 0.5) ** 2 / 2 * expected, rtol=1e-9)

@@ -3,9 +3,10 @@
 Node a's step s: θ_a^0 = 0; y_{a→j}^s = θ_a^s − η (g_a^s + Z_{a→j}^s) with g_a^s its logged step gradient and
 Z_{a→j}^s = Σ_k C[j][k] Y_{a→k}^s from its logged draws (`zero_sum_coefficients`, the node's own); then
 θ_a^{s+1} = Σ_w P_aw (kept value if w = a, else the value it logged as received from w), P the realized row.
-Every value sent, received or refused is held against the recomputed one (a received value against what
-its sender's private log says it sent), so a node that sends anything else fails the audit; the zero-sum
-invariant itself is the node's coefficients, which the audit derives from the published mixing row.
+Every value sent, received or refused, and every output, is held against the recomputed one (a received
+value against what its sender's private log says it sent), so a node that sends anything else fails the
+audit; the zero-sum invariant itself is the node's coefficients, which the audit derives from the
+published mixing row.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ Value = tuple[int, int, int]  # (sender, step, receiver)
 
 @dataclass(frozen=True)
 class StepReplay:
-    """The payloads checked, and θ_a^s for every node a and step s the recomputation reached."""
+    """The payloads checked, and θ_a^s for every node a and step s the recomputation reached (s = T: its output)."""
 
     trajectories: TrajectoryCheck
     models: Mapping[tuple[int, int], np.ndarray]
@@ -73,6 +74,7 @@ def recompute(run: Transcript, params: ZeroSumGDParams, private: PrivateSection,
                 break
             model = sum((weight * (values[node] if w == node else heard[w, step])
                          for w, weight in run.realized_row(node, step).items()), np.zeros(params.vector_length))
+            models[node, step + 1] = model
     return sent, models
 
 
@@ -94,6 +96,13 @@ def replay_steps(replay: Replay[Transcript]) -> StepReplay:
                 check(comparison, sent, (node, key.id.round, key.peer), record.payload, f"sent record of node {node}")
         for (sender, step), payload in received_payloads(log).items():
             check(comparison, sent, (sender, step, node), payload, f"received by {node} record of node {sender}")
+        output = log.final_output
+        if output is not None:
+            final = models.get((node, output.rounds_completed))
+            if final is None:
+                comparison.unexplained(node, f"node {node}'s output after {output.rounds_completed} steps")
+            else:
+                comparison.compare(node, output.value, final, f"node {node}'s output")
     return StepReplay(comparison.result(), models)
 
 
