@@ -51,7 +51,8 @@ from node.topology import ProtocolParams, Topology
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
 PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood")
-LEARNING_DESIGNS = ("muffliato", "decor")  # the protocol designs with a learning mode (`learning_designs`)
+# the protocol designs with a learning mode (`learning_designs`)
+LEARNING_DESIGNS = ("muffliato", "decor", "secure-neighbourhood")
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
 CSV_FILE, JSON_FILE = "designs.csv", "designs.json"
