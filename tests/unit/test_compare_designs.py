@@ -68,7 +68,7 @@ def test_secure_neighbourhood_draws_every_round_for_the_graphs_diameter() -> Non
 
 def test_designs_not_built_and_tasks_not_covered_are_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match="zero-sum has no learning mode; available with --task learning: "
-                                          "muffliato, decor, ldp, central"):
+                                          "muffliato, decor, secure-neighbourhood, ldp, central"):
         chosen_designs(["decor", "zero-sum"], "learning")
     with pytest.raises(ConfigError, match="nosuch is no design"):
         chosen_designs(["nosuch"], "averaging")
