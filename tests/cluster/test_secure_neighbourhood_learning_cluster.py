@@ -1,6 +1,7 @@
 """Secure-neighbourhood learning (secure-neighbourhood-gd) on real node processes over gRPC: co-neighbours agree
 their secrets on the wire, the masks cancel in every neighbourhood sum of the real logs, the models learn, and the
-run audits clean with the exact column counted by hand.
+run audits clean with the exact column counted by hand; with a node killed mid-run, the masks it no longer
+matches stay in the survivors' models and the audit reproduces every payload all the same.
 
 Starts real node processes: run it through the cluster lock on shared machines.
 """
@@ -83,3 +84,32 @@ def test_four_processes_learn_through_masked_sums_and_the_audit_recomputes_every
             if u != v:
                 steps = STEPS if u in topology.neighbours[v] else STEPS - 1
                 assert exact[u, v] == pytest.approx(unit * steps, rel=1e-9)
+
+
+def test_a_killed_node_leaves_its_masks_in_the_survivors_models_and_the_audit_reproduces_them(tmp_path: Path) -> None:
+    """Node 1 killed as round 2 starts: node 3 still adds their shared masks to what it sends nodes 0 and 2, which
+    stay in their models. The audit's replay puts them there too, so every later payload is reproduced."""
+    params = SecureNeighbourhoodGDParams(sigma=SIGMA, sensitivity=2.0, alpha=2.0, dimension=D, task="logistic",
+                                         steps=STEPS, learning_rate=1.0, clip=1.0, adjacency="dataset")
+    topology = build_topology(generate("ring", n=N), graph_name="ring", run_id="sn-gd-killed", protocol=params,
+                              addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(N)],
+                              network=NetworkParams(round_deadline_s=1.0, startup_deadline_s=30.0))
+    save_topology(topology, tmp_path / "topology.json")
+    rng = np.random.default_rng(5)
+    (tmp_path / "data").mkdir()
+    for v in range(N):
+        x = unit_rows(rng, 10, D)
+        np.savez(tmp_path / "data" / f"node-{v}.npz", x=x, y=np.where(x[:, 0] >= 0, 1.0, -1.0))
+    result = run_cluster(tmp_path / "topology.json", tmp_path / "data", tmp_path / "run",
+                         LaunchOptions(sampler="secure", kill_at_round={1: 2}))
+    assert result.nodes[1].killed_by_request and sorted(result.estimates()) == [0, 2, 3]
+    report = audit_run(result.rundir, tmp_path / "audit", AuditOptions(with_private_logs=True, attack_pairs="none"))
+    checks = {check["name"]: check for check in report["checks"]}  # type: ignore[index]
+    assert all(check["ok"] for check in checks.values()), checks
+    replayed = [check["detail"] for check in checks.values() if "logged payloads" in check["detail"]]
+    assert replayed and int(replayed[0].split()[0]) > 0
+    # What the audit replays: node 0's model after round 2 holds node 3's mask with node 1, whole.
+    draws = read_log(result.rundir / "node-3" / PRIVATE_LOG_NAME).of_kind("noise")
+    left_in = [from_tensor(d.value) for d in draws if d.purpose == MASK_PURPOSE and int(d.step) in (
+        mask_step(2, 0, 1, N), mask_step(3, 0, 1, N))]
+    assert len(left_in) == 2 and min(float(np.max(np.abs(m))) for m in left_in) > 0.1 * params.sigma_mask
