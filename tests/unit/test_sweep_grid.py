@@ -106,10 +106,11 @@ def test_the_grid_round_trips_through_json() -> None:
 
 
 def test_every_learning_protocol_runs_as_itself_on_the_shared_learning_task() -> None:
-    grid = sweep_grid("--protocol", "decor-gd,muffliato-gd", "--graph", "ring", "--n", "4", "--sigma", "1",
-                      "--steps", "3")
+    grid = sweep_grid("--protocol", "decor-gd,muffliato-gd,secure-neighbourhood-gd", "--graph", "ring", "--n", "4",
+                      "--sigma", "1", "--steps", "3")
     protocols = {point.protocol: point_topology(point, grid, 1.0).protocol for point in expand(grid)}
-    decor, gossip = protocols["decor-gd"], protocols["muffliato-gd"]
-    assert (decor.name, gossip.name) == ("decor-gd", "muffliato-gd")
+    decor, gossip, masked = protocols["decor-gd"], protocols["muffliato-gd"], protocols["secure-neighbourhood-gd"]
+    assert (decor.name, gossip.name, masked.name) == ("decor-gd", "muffliato-gd", "secure-neighbourhood-gd")
     shared = ("task", "clip", "batch", "steps", "learning_rate", "sensitivity", "sigma", "gossip_rounds")
     assert {f: getattr(decor, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
+    assert {f: getattr(masked, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
