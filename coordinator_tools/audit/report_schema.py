@@ -1008,8 +1008,9 @@ class AuditReport(ReportCore):
         ' truth). Learning runs audited with `--data` only: `metric` (`"accuracy"` or `"mse"`), '
         "`test_examples`, `steps` (1..T), the metric after each step for `netdp` (mean over nodes), `central`"
         " (a trusted aggregator adding the noise of the mean, σ/√n) and `local` (every node alone, noise σ), "
-        "`initial` (the starting model θ = 0) and `baselines` (how the two baselines were simulated). decor with a "
-        "node that stopped early adds `drop_outs`: `stopped` (`{node, rounds_completed}`), `survivors` (nodes with"
+        "`initial` (the starting model θ = 0) and `baselines` (how the two baselines were simulated). decor (and "
+        "secure-neighbourhood, its masks as the pairwise draws) with a node that stopped early adds "
+        "`drop_outs`: `stopped` (`{node, rounds_completed}`), `survivors` (nodes with"
         " an output), `uncancelled_rounds` (ranges: rounds with a pairwise draw whose coefficient in the "
         "survivors' summed outputs is not zero), `uncancelled_draws` (how many), `uncancelled_mse` (‖m‖²/D, m the "
         "survivors' mean moved by those draws, from the private logs), `share` (its ratio to `mse`) and `reason` "
@@ -1025,6 +1026,11 @@ class AuditReport(ReportCore):
         " for every observer), `alpha` and `units`; with a drop-out, `planned_vs_run`: `{mean_exact_rdp_per_observer: "
         "{planned: [...], run: [...]}}`, each observer's mean exact loss in the run in which every node completes "
         "every round and in the run that happened"
+    ))
+    secure_neighbourhood: dict[str, Any] | None = Field(default=None, description=(
+        "secure-neighbourhood with a node that stopped early only: `planned_vs_run`: "
+        "`{mean_exact_rdp_per_observer: {planned: [...], run: [...]}}`, each observer's mean exact loss in the run "
+        "in which every node completes every round and in the run that happened"
     ))
     token_walk: TokenWalkBlock | None = Field(default=None, description=(
         "ring-sum, walk-sum and ring-histogram only: `tokens` (per token: `token_id`, `planned_hops`, "

@@ -138,7 +138,7 @@ def print_designs(rows: list[dict[str, object]], title: str, choices: list[str])
 def _designs_command(args: argparse.Namespace) -> int:
     """`netdp compare --designs`: calibrate, run and audit each design; designs.csv, designs.json, designs.png."""
     started = time.monotonic()
-    chosen = designs.chosen_designs([name.strip() for name in args.designs.split(",") if name.strip()], args.task)
+    chosen = designs.chosen_designs([name.strip() for name in args.designs.split(",") if name.strip()])
     if args.topology is not None:
         edge_list = read_edge_list(args.topology)
         if edge_list.weights is not None:

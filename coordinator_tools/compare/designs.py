@@ -50,8 +50,7 @@ from node.topology import ProtocolParams, Topology
 
 DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood", "ldp", "central")
 BASELINES = ("ldp", "central")
-PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood")
-LEARNING_DESIGNS = ("muffliato", "decor", "zero-sum")  # the protocol designs with a learning mode (`learning_designs`)
+PROTOCOL_DESIGNS = ("muffliato", "decor", "zero-sum", "secure-neighbourhood")  # each runs either task
 TASKS = ("averaging", "learning")
 CURIOUS, EAVESDROPPER = "curious-observer", "eavesdropper"
 CSV_FILE, JSON_FILE = "designs.csv", "designs.json"
@@ -62,15 +61,13 @@ MASK_RATIO = SecureNeighbourhoodParams.model_fields["mask_ratio"].default  # sec
 ALPHA = 2.0  # the published Rényi order: a label only, the exact column is a Gaussian (ε, δ)
 
 
-def chosen_designs(names: Sequence[str], task: str) -> tuple[str, ...]:
-    """The designs asked for, in order, or a one-line ConfigError naming what is available for the task."""
-    available = (*(PROTOCOL_DESIGNS if task == "averaging" else LEARNING_DESIGNS), *BASELINES)
-    unknown = [name for name in names if name not in available]
+def chosen_designs(names: Sequence[str]) -> tuple[str, ...]:
+    """The designs asked for, in order, or a one-line ConfigError naming what is available."""
+    unknown = [name for name in names if name not in DESIGNS]
     if unknown:
-        what = "has no learning mode" if unknown[0] in DESIGNS else "is no design"
-        raise ConfigError(f"--designs: {unknown[0]} {what}; available with --task {task}: {', '.join(available)}")
+        raise ConfigError(f"--designs: {unknown[0]} is no design; available: {', '.join(DESIGNS)}")
     if not names:
-        raise ConfigError(f"--designs: name at least one of {', '.join(available)}")
+        raise ConfigError(f"--designs: name at least one of {', '.join(DESIGNS)}")
     return tuple(dict.fromkeys(names))
 
 

@@ -48,6 +48,8 @@ from node.protocols.ring_histogram import (
 from node.protocols.ring_histogram_bound import corollary_conditions, proof_bound
 from node.protocols.ring_sum import NoisePlacement, RingSumParams
 from node.protocols.rw_sgd import RwSgdParams, SenderView
+from node.protocols.secure_neighbourhood import MASK_RATIO_DESCRIPTION
+from node.protocols.secure_neighbourhood_gd import SecureNeighbourhoodGDParams
 from node.protocols.walk_sum import WalkSumParams
 from node.protocols.zero_sum_gd import ZeroSumGDParams
 from node.topology import ErdosRenyiSchedule, GraphSchedule, GraphShape, Topology
@@ -301,6 +303,14 @@ DECOR_GD = ProtocolOptions(
 # Zip-DL learning: Muffliato-GD's learning options, one round per step (no --gossip-rounds).
 ZERO_SUM_GD = ProtocolOptions(ZeroSumGDParams, NOISY_VECTOR_OPTIONS + (STEPS,) + LEARNING_OPTIONS,
                               derive=_learning_defaults)
+
+# Secure-neighbourhood learning: Muffliato-GD's options, and the masks' ratio as `secure-neighbourhood` sets it.
+SECURE_NEIGHBOURHOOD_GD = ProtocolOptions(
+    SecureNeighbourhoodGDParams,
+    NOISY_VECTOR_OPTIONS + (STEPS, GOSSIP_ROUNDS, Option("--mask-ratio", "mask_ratio", MASK_RATIO_DESCRIPTION, float,
+                                                         default=10.0)) + LEARNING_OPTIONS,
+    derive=_learning_defaults,
+)
 
 RING_SUM = ProtocolOptions(
     RingSumParams,

@@ -26,7 +26,7 @@ log holds the key shares and the values sent and received.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 PROTOCOL_NAME = "secure-neighbourhood"
 NOISE_PURPOSE = "secure_neighbourhood_noise"  # η_j^t, at step t
 MASK_PURPOSE = "secure_neighbourhood_mask"  # m^{(v)}_{jk,t}, at step mask_step(t, v, the other end, n)
+# One flag for averaging and learning (`secure_neighbourhood_gd`), so `netdp topology generate` defines it once.
+MASK_RATIO_DESCRIPTION = ("std of each pairwise mask as a multiple of the noise it hides (sigma, or eta x sigma in "
+                          "secure-neighbourhood-gd): masks hide a neighbour's value from the receiver, and cancel in "
+                          "its sum")
 
 
 def co_neighbours(topology: Topology, node: int) -> tuple[int, ...]:
@@ -77,8 +81,7 @@ class SecureNeighbourhoodParams(NoisyVectorParams):
     name: Literal["secure-neighbourhood"] = "secure-neighbourhood"
     sigma: float = Field(gt=0.0, description="std of each node's Gaussian noise, every round")
     sensitivity: float = Field(1.0, gt=0.0, description="l2 sensitivity; inputs are clipped to norm sensitivity/2")
-    mask_ratio: float = Field(10.0, gt=0.0, description="std of each pairwise mask as a multiple of sigma (masks "
-                              "hide a neighbour's value from the receiver, and cancel in its sum)")
+    mask_ratio: float = Field(10.0, gt=0.0, description=MASK_RATIO_DESCRIPTION)
     rounds: int = Field(10, ge=1, description="gossip rounds T")
 
     def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
@@ -104,27 +107,37 @@ class SecureNeighbourhoodNode:
         for t in range(params.rounds):
             await context.step_started(t)
             noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-            sends = {v: topology.weight_row(v)[node_id] * noisy + await self._masks(secrets, t, v, value.size)
-                     for v in context.neighbours()}
-            received = await self._rounds.exchange(t, sends)
+            received = await self._rounds.exchange(t, await masked_sends(context, secrets, t, noisy,
+                                                                         params.mask_ratio * params.sigma))
             value = weighted_sum(noisy, received, topology.weight_row(node_id), node_id)
         return NodeOutput(value, params.rounds)
 
-    async def _masks(self, secrets: dict[int, PairwiseSecret], round_index: int, receiver: int,
-                     size: int) -> np.ndarray:
-        """Σ_k s_jk m^{(v)}_{jk,t} over the receiver's other neighbours k, every mask logged privately."""
-        context, params = self._context, self._context.params
-        sigma_mask = params.mask_ratio * params.sigma
-        n, node_id = context.topology.n, context.node_id
-        total = np.zeros(size)
-        for other in context.topology.neighbours[receiver]:
-            if other == node_id:
-                continue
-            draw = sigma_mask * secrets[other].normals(step=round_index, purpose=mask_purpose(receiver), size=size)
-            await context.journal.noise(MASK_PURPOSE, draw, step=mask_step(round_index, receiver, other, n),
-                                        mechanism="gaussian", scale=sigma_mask)
-            total += edge_sign(node_id, other) * draw
-        return total
+
+async def masked_sends(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int,
+                       value: np.ndarray, sigma_mask: float) -> dict[int, np.ndarray]:
+    """z_{j→v} = W_vj value + Σ_k s_jk m^{(v)}_{jk,t} for every neighbour v: what this node j sends in round t.
+
+    Averaging rounds and learning's gossip rounds (`node.protocols.secure_neighbourhood_gd`) send the same.
+    """
+    topology, node_id = context.topology, context.node_id
+    return {v: topology.weight_row(v)[node_id] * value + await masks(context, secrets, round_index, v, value.size,
+                                                                      sigma_mask)
+            for v in context.neighbours()}
+
+
+async def masks(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int, receiver: int,
+                size: int, sigma_mask: float) -> np.ndarray:
+    """Σ_k s_jk m^{(v)}_{jk,t} over the receiver's other neighbours k, every mask logged privately."""
+    n, node_id = context.topology.n, context.node_id
+    total = np.zeros(size)
+    for other in context.topology.neighbours[receiver]:
+        if other == node_id:
+            continue
+        draw = sigma_mask * secrets[other].normals(step=round_index, purpose=mask_purpose(receiver), size=size)
+        await context.journal.noise(MASK_PURPOSE, draw, step=mask_step(round_index, receiver, other, n),
+                                    mechanism="gaussian", scale=sigma_mask)
+        total += edge_sign(node_id, other) * draw
+    return total
 
 
 PLUGIN = ProtocolPlugin(

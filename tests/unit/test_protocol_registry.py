@@ -23,7 +23,8 @@ from node.protocols.muffliato import MuffliatoParams
 from node.schema import describe_validation_error
 
 BUILT_IN = ("decor", "decor-gd", "muffliato", "muffliato-async", "muffliato-gd", "personalized-cd", "ring-histogram",
-            "ring-sum", "rw-sgd", "secure-neighbourhood", "walk-sum", "zero-sum", "zero-sum-gd")
+            "ring-sum", "rw-sgd", "secure-neighbourhood", "secure-neighbourhood-gd", "walk-sum", "zero-sum",
+            "zero-sum-gd")
 
 
 class EchoParams(BaseModel):
@@ -62,8 +63,8 @@ def test_netdps_own_protocols_are_registered_in_its_entry_point_group_like_any_o
     assert set(demo_protocols()) == {"muffliato", "muffliato-async", "muffliato-gd", "rw-sgd", "personalized-cd",
                                      "decor"}
     assert supported() == ("decor", "decor-gd", "muffliato", "muffliato-async", "muffliato-gd", "secure-neighbourhood",
-                           "zero-sum", "zero-sum-gd")
-    assert supported("learning") == ("decor-gd", "muffliato-gd", "zero-sum-gd")
+                           "secure-neighbourhood-gd", "zero-sum", "zero-sum-gd")
+    assert supported("learning") == ("decor-gd", "muffliato-gd", "secure-neighbourhood-gd", "zero-sum-gd")
 
 
 def test_the_entry_point_group_is_scanned_once() -> None:

@@ -69,7 +69,8 @@ def test_a_named_graph_fixes_its_own_size_and_the_target_axis_replaces_sigma() -
     (("--protocol", "muffliato", "--sigma", "1", "--target-eps", "2"), "exactly one of them"),
     (("--protocol", "muffliato"), "exactly one of them"),
     (("--protocol", "muffliato-async", "--sigma", "1"), "muffliato-async needs rounds"),
-    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"), "decor-gd, muffliato-gd, zero-sum-gd take steps"),
+    (("--protocol", "muffliato-gd", "--sigma", "1", "--rounds", "2"),
+     "decor-gd, muffliato-gd, secure-neighbourhood-gd, zero-sum-gd take steps"),
     (("--protocol", "muffliato", "--sigma", "1", "--steps", "2"), "the averaging protocols take rounds"),
     (("--protocol", "muffliato", "--sigma", "1", "--insecure"), "insecure only goes with networked runs"),
     (("--protocol", "muffliato", "--sigma", "1,2,1"), "sigma: lists 1.0 twice"),
@@ -105,13 +106,14 @@ def test_the_grid_round_trips_through_json() -> None:
 
 
 def test_every_learning_protocol_runs_as_itself_on_the_shared_learning_task() -> None:
-    grid = sweep_grid("--protocol", "decor-gd,muffliato-gd", "--graph", "ring", "--n", "4", "--sigma", "1",
-                      "--steps", "3")
+    grid = sweep_grid("--protocol", "decor-gd,muffliato-gd,secure-neighbourhood-gd", "--graph", "ring", "--n", "4",
+                      "--sigma", "1", "--steps", "3")
     protocols = {point.protocol: point_topology(point, grid, 1.0).protocol for point in expand(grid)}
-    decor, gossip = protocols["decor-gd"], protocols["muffliato-gd"]
-    assert (decor.name, gossip.name) == ("decor-gd", "muffliato-gd")
+    decor, gossip, masked = protocols["decor-gd"], protocols["muffliato-gd"], protocols["secure-neighbourhood-gd"]
+    assert (decor.name, gossip.name, masked.name) == ("decor-gd", "muffliato-gd", "secure-neighbourhood-gd")
     shared = ("task", "clip", "batch", "steps", "learning_rate", "sensitivity", "sigma", "gossip_rounds")
     assert {f: getattr(decor, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
+    assert {f: getattr(masked, f) for f in shared} == {f: getattr(gossip, f) for f in shared}
 
 
 def test_zero_sum_learning_runs_on_the_shared_learning_task_with_one_round_per_step() -> None:

@@ -278,11 +278,16 @@ def test_help_marks_each_option_with_its_protocols(capsys: pytest.CaptureFixture
     assert "--tick-rate TICK_RATE [muffliato-async, personalized-cd] rate of each node's Poisson clock, per second " \
            "(default 20.0)" in text
     assert "--sigma SIGMA [decor, decor-gd, muffliato, muffliato-async, muffliato-gd, ring-sum, rw-sgd, " \
-           "secure-neighbourhood, walk-sum, zero-sum, zero-sum-gd] std of each Gaussian noise draw" in text
+           "secure-neighbourhood, secure-neighbourhood-gd, walk-sum, zero-sum, zero-sum-gd] std of each Gaussian " \
+           "noise draw" in text
     assert "--plain [muffliato, muffliato-gd] plain gossip" in text
-    assert "--steps STEPS [decor-gd, muffliato-gd, rw-sgd, walk-sum, zero-sum-gd] T: gradient steps (learning)" in text
+    unwrapped = text.replace("neighbourhood- gd", "neighbourhood-gd")  # argparse wraps at the name's hyphen
+    assert "--steps STEPS [decor-gd, muffliato-gd, rw-sgd, secure-neighbourhood-gd, walk-sum, zero-sum-gd] T: " \
+           "gradient steps (learning)" in unwrapped
     assert "--cycles CYCLES [ring-histogram, ring-sum] K: times the token goes round the ring" in text
-    assert "--learning-rate LEARNING_RATE [decor-gd, muffliato-gd, rw-sgd, zero-sum-gd] step size eta (default " \
-           "0.5)" in text
+    assert "--learning-rate LEARNING_RATE [decor-gd, muffliato-gd, rw-sgd, secure-neighbourhood-gd, zero-sum-gd] " \
+           "step size eta (default 0.5)" in unwrapped
+    assert "--mask-ratio MASK_RATIO [secure-neighbourhood, secure-neighbourhood-gd] std of each pairwise mask" in \
+        unwrapped
     assert "--sender {known,anonymous} [rw-sgd] known: a receiver learns which neighbour" in text
     assert "--schedule erdos_renyi --edge-probability 0.3" in text

@@ -28,12 +28,18 @@ from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, PairwiseLosses, Transcript
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.decor_accountant import THEOREM, Condition, SecLdp, secldp
-from coordinator_tools.audit.protocols.decor_dropouts import dropout_findings, dropout_utility, stopped_nodes
+from coordinator_tools.audit.protocols.decor_dropouts import (
+    PairwiseTerms,
+    dropout_findings,
+    dropout_utility,
+    mixed_outputs,
+    planned_vs_run,
+    stopped_nodes,
+)
 from coordinator_tools.audit.protocols.linear_rounds import received_values
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
-from coordinator_tools.audit.report import json_number, observer_means
 from node.message import GOSSIP, MessageId, kind_of
 from node.pairwise_secrets import KEY_SHARE, key_chunks
 from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, PROTOCOL_NAME, DecorParams, pairwise_step
@@ -82,6 +88,11 @@ def every_node_to_the_end(run: Transcript) -> Condition:
     return Condition("every node completes every step", holds, "no drop-out" if holds else
                      f"{len(stopped)} nodes stopped early ({', '.join(map(str, stopped)) or 'none'}), "
                      f"{dropped} neighbour values missing from completed rounds")
+
+
+EDGE_TERMS = PairwiseTerms(PAIRWISE_PURPOSE, steps_per_round=lambda n: n,
+                           partners=lambda topology, node: topology.neighbours[node], partner_noun="neighbours",
+                           what="pairwise terms on their edges to it")
 
 
 class DecorAuditor(LinearRoundAuditor):
@@ -145,7 +156,8 @@ class DecorAuditor(LinearRoundAuditor):
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
         """The rounds' transcript, the key shares set aside; a stopped node's uncancelled terms are findings."""
         run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
-        findings.extend(dropout_findings(run, self.message_rows, decor_params(topology).drawing_rounds))
+        findings.extend(dropout_findings(run, mixed_outputs(self.message_rows), EDGE_TERMS,
+                                         decor_params(topology).drawing_rounds))
         return run
 
     def paper_column(self, run: Transcript, threat_model: ThreatModel) -> tuple[np.ndarray, list[str]]:
@@ -166,18 +178,16 @@ class DecorAuditor(LinearRoundAuditor):
                                                              sensitivity=accounting["sensitivity"],
                                                              alpha=accounting["alpha"])}
         if not every_node_to_the_end(run).holds:
-            planned = self.account(planned_transcript(run.topology, rounds=run.rounds, accelerated=False),
-                                   **accounting)
-            block["planned_vs_run"] = {"mean_exact_rdp_per_observer": {
-                "planned": [json_number(x) for x in observer_means(planned.exact_rdp_upper)],
-                "run": [json_number(x) for x in observer_means(losses.exact_rdp_upper)]}}
+            block["planned_vs_run"] = planned_vs_run(
+                self.account, planned_transcript(run.topology, rounds=run.rounds, accelerated=False), losses,
+                accounting)
         return {"decor": block}
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         """The MSE against the mean of all n clipped inputs, and with a drop-out what its uncancelled terms cost."""
         block = super().utility(replay, data_dir)
         mse = block["mse"]
-        dropped = dropout_utility(replay.realized, self.message_rows, replay.private,
+        dropped = dropout_utility(replay.realized, mixed_outputs(self.message_rows), EDGE_TERMS, replay.private,
                                   mse if isinstance(mse, float) else None, replay.topology.protocol.dimension)
         return block if dropped is None else {**block, "drop_outs": dropped}
 

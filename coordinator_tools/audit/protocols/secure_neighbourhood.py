@@ -7,7 +7,8 @@ the diagonal, its partners' masks left in). Each η_j^t is a column held by j; e
 at scale σ_m/σ = the published mask ratio, held by both ends of its pair. So the exact column counts
 what the Gaussian masks actually drawn leave visible, with no assumption that a mask hides a value
 perfectly: a curious v holds no mask of the values it receives, a coalition every mask a member holds
-(a member that is a co-neighbour of j unmasks j's value to the others), an eavesdropper none.
+(a member that is a co-neighbour of j unmasks j's value to the others), an eavesdropper none. A node
+that stops leaves masks that no longer cancel: named and measured as DECOR's terms (`decor_dropouts`).
 
 The `paper` column is Koskela & Kulkarni's analysis (arXiv 2505.19969) of gossip averaging with
 secure neighbourhood summation: node v's view is the sequence of its neighbourhood sums
@@ -26,7 +27,8 @@ the column is empty, with a note saying so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Unpack
 
 import numpy as np
@@ -37,8 +39,17 @@ from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.exact import ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plugin import Addressed, LinearRoundAuditor, LinearRows, Transcript
+from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.decor import round_values_only
+from coordinator_tools.audit.protocols.decor_dropouts import (
+    PairwiseTerms,
+    dropout_findings,
+    dropout_utility,
+    planned_vs_run,
+    stopped_nodes,
+)
 from coordinator_tools.audit.protocols.linear_rounds import draws_per_node
+from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
 from node.message import MessageId, kind_of
 from node.pairwise_secrets import KEY_SHARE, edge_sign, key_chunks
@@ -57,6 +68,10 @@ PAPER_NOTE = ("paper: Koskela & Kulkarni (arXiv 2505.19969), gossip averaging wi
               "(the masks hide each term perfectly), so exact at or above it is the Gaussian masks' leak")
 PAPER_NOT_COVERED = ("paper: Koskela & Kulkarni's secure-summation analysis covers one curious node that does not "
                      "collude; it does not cover a coalition or an eavesdropper (empty column, exact still computed)")
+
+MASK_TERMS = PairwiseTerms(MASK_PURPOSE, steps_per_round=lambda n: n * n,
+                           partners=lambda topology, node: co_neighbours(topology, node), partner_noun="co-neighbours",
+                           what="masks shared with it")
 
 
 def secure_params(topology: Topology) -> SecureNeighbourhoodParams:
@@ -101,8 +116,17 @@ class MaskColumns:
         return columns | {(v, k, j): column for (v, j, k), column in columns.items()}
 
 
-def value_rows(run: Transcript, values: Sequence[Addressed], ratio: float) -> LinearRows:
-    """Each value (j, t, v) of `values` as computed in `run`: rows on the inputs and on every round's draws."""
+def mask_draw(run: Transcript, round_index: int, receiver: int, lower: int, higher: int) -> tuple[int, int]:
+    """A mask named as a private log holds it: by the pair's lower end, or by its higher end where the lower one
+    stopped before round t (the mask its partner added alone)."""
+    n = run.n
+    if run.completed_rounds(lower) > round_index or run.completed_rounds(higher) <= round_index:
+        return lower, mask_step(round_index, receiver, higher, n)
+    return higher, mask_step(round_index, receiver, lower, n)
+
+
+def masked_rounds(run: Transcript, ratio: float) -> tuple[dict[Addressed, tuple[np.ndarray, np.ndarray]], LinearRows]:
+    """Every value (j, t, v) sent in `run`, and every node's output x_v^T, as rows on the inputs and every draw."""
     topology, n, rounds = run.topology, run.n, run.rounds
     columns = MaskColumns.of(topology)
     width, mask_column = columns.width, columns.index()
@@ -110,7 +134,7 @@ def value_rows(run: Transcript, values: Sequence[Addressed], ratio: float) -> Li
     holders: list[tuple[int, ...]] = []
     purposes: list[str] = []
     for t in range(rounds):
-        draws += [(v, t) for v in range(n)] + [(j, mask_step(t, v, k, n)) for v, j, k in columns.masks]
+        draws += [(v, t) for v in range(n)] + [mask_draw(run, t, v, j, k) for v, j, k in columns.masks]
         holders += [(v,) for v in range(n)] + [(j, k) for _, j, k in columns.masks]
         purposes += [NOISE_PURPOSE] * n + [MASK_PURPOSE] * len(columns.masks)
     state_inputs, state_noise = np.eye(n), np.zeros((n, width * rounds))
@@ -140,10 +164,21 @@ def value_rows(run: Transcript, values: Sequence[Addressed], ratio: float) -> Li
                     following_inputs[v] += sent[j, v][0]
                     following_noise[v] += sent[j, v][1]
         state_inputs, state_noise = following_inputs, following_noise
-    inputs = np.array([rows[value][0] for value in values]).reshape(len(values), n)
-    noise = np.array([rows[value][1] for value in values]).reshape(len(values), width * rounds)
     scales = np.tile(np.concatenate([np.ones(n), np.full(len(columns.masks), ratio)]), rounds)
-    return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+    return rows, LinearRows(state_inputs, state_noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+
+
+def value_rows(run: Transcript, values: Sequence[Addressed], ratio: float) -> LinearRows:
+    """Each value (j, t, v) of `values` as computed in `run`: rows on the inputs and on every round's draws."""
+    rows, outputs = masked_rounds(run, ratio)
+    return replace(outputs, inputs=np.array([rows[value][0] for value in values]).reshape(len(values), run.n),
+                   noise=np.array([rows[value][1] for value in values]).reshape(len(values), outputs.noise.shape[1]))
+
+
+def output_rows(run: Transcript, nodes: Sequence[int]) -> LinearRows:
+    """The outputs x_v^T of `nodes` as rows: a drop-out's masks that no longer cancel show in their sum."""
+    _, outputs = masked_rounds(run, secure_params(run.topology).mask_ratio)
+    return replace(outputs, inputs=outputs.inputs[list(nodes)], noise=outputs.noise[list(nodes)])
 
 
 def summation_model(run: Transcript) -> LinearGaussianModel:
@@ -209,8 +244,28 @@ class SecureNeighbourhoodAuditor(LinearRoundAuditor):
         return super().private_problem(tuple(d for d in draws if d.purpose == NOISE_PURPOSE))
 
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside."""
-        return super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        """The rounds' transcript, the key shares set aside; a stopped node's masks left in are findings."""
+        run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        findings.extend(dropout_findings(run, output_rows, MASK_TERMS, run.rounds))
+        return run
+
+    def report_extras(self, replay: Replay, losses: PairwiseLosses,
+                      accounting: Mapping[str, Any]) -> dict[str, object]:
+        """With a stopped node, the `secure_neighbourhood` block: how the drop-out moved each observer's mean exact
+        loss from the run in which every node completes every round."""
+        run = replay.realized
+        if not stopped_nodes(run):
+            return {}
+        planned = planned_transcript(run.topology, rounds=run.rounds, accelerated=False)
+        return {"secure_neighbourhood": {"planned_vs_run": planned_vs_run(self.account, planned, losses, accounting)}}
+
+    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
+        """The MSE against the mean of all n clipped inputs, and with a drop-out what its masks left in cost."""
+        block = super().utility(replay, data_dir)
+        mse = block["mse"]
+        dropped = dropout_utility(replay.realized, output_rows, MASK_TERMS, replay.private,
+                                  mse if isinstance(mse, float) else None, replay.topology.protocol.dimension)
+        return block if dropped is None else {**block, "drop_outs": dropped}
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel:
         return self.round_canaries(run)
