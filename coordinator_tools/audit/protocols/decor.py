@@ -16,13 +16,15 @@ they are a node's public key in its published number of chunks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, PairwiseLosses, Transcript
@@ -91,11 +93,23 @@ class DecorAuditor(LinearRoundAuditor):
     noise_purpose = NOISE_PURPOSE
     joint_views = True  # a coalition's view is its members' rows stacked, knowing every draw a member holds
 
+    def __init__(self) -> None:
+        self._models: PerRun[LinearGaussianModel] = PerRun()
+
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
+        """The rows of `messages`, written into arrays allocated once as the rounds unroll (a round's state is
+        copied only into the rows asked for: at n = 256, T = 20 the noise rows alone hold a gigabyte)."""
         n, rounds, pairs = run.n, run.rounds, edges(run.topology)
         params = decor_params(run.topology)
         noisy = min(rounds, params.drawing_rounds)
         width = n + len(pairs)
+        wanted: dict[int, tuple[list[int], list[int]]] = {}
+        for position, (w, t) in enumerate(messages):
+            if not (0 <= w < n and 0 <= t < rounds):
+                raise ValueError(f"no value ({w}, {t}) in a run of {n} nodes and {rounds} rounds")
+            positions, senders = wanted.setdefault(t, ([], []))
+            positions.append(position)
+            senders.append(w)
         incidence = np.zeros((n, len(pairs)))
         for k, (i, j) in enumerate(pairs):
             incidence[i, k], incidence[j, k] = 1.0, -1.0
@@ -108,14 +122,16 @@ class DecorAuditor(LinearRoundAuditor):
             holders += [(v,) for v in range(n)]
             holders += pairs
             purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
+        inputs, noise = np.zeros((len(messages), n)), np.zeros((len(messages), width * noisy))
         state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
-        rows: dict[Message, tuple[np.ndarray, np.ndarray]] = {}
         for t in range(rounds):
             sent_noise = state_noise.copy()
             if t < noisy:
                 sent_noise[:, t * width:t * width + n] += np.eye(n)
                 sent_noise[:, t * width + n:(t + 1) * width] += incidence
-            rows.update({(w, t): (state_inputs[w], sent_noise[w]) for w in range(n)})
+            if t in wanted:
+                positions, senders = wanted[t]
+                inputs[positions], noise[positions] = state_inputs[senders], sent_noise[senders]
             mixing = np.zeros((n, n))
             stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
             for v in range(n):
@@ -125,13 +141,18 @@ class DecorAuditor(LinearRoundAuditor):
                     for w, weight in run.realized_row(v, t).items():
                         mixing[v, w] = weight
             state_inputs = mixing @ state_inputs
-            following = mixing @ sent_noise
+            drawn = min(t + 1, noisy) * width  # the later rounds' columns are still zero: no product reads them
+            following = np.zeros_like(sent_noise)
+            following[:, :drawn] = mixing @ sent_noise[:, :drawn]
             following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
             state_noise = following
-        inputs = np.array([rows[m][0] for m in messages]).reshape(len(messages), n)
-        noise = np.array([rows[m][1] for m in messages]).reshape(len(messages), width * noisy)
         scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
         return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+
+    def linear_model(self, run: Transcript) -> LinearGaussianModel:
+        """The run's model, built once per run and read-only: an audit accounts it at σ, again at 2σ (the check
+        that more noise never leaks more) and reads it for its canaries."""
+        return self._models.get(run, lambda: read_only(super(DecorAuditor, self).linear_model(run)))
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
@@ -207,6 +228,31 @@ def round_values_only(log: NodeLog) -> NodeLog:
                    sent={key: record for key, record in log.sent.items() if key.kind == GOSSIP},
                    received={key: record for key, record in log.received.items() if key.kind == GOSSIP},
                    refused={key: record for key, record in log.refused.items() if key.kind == GOSSIP})
+
+
+T = TypeVar("T")
+
+
+class PerRun(Generic[T]):
+    """One value per live run, built on first use and dropped with the run (runs are frozen but not hashable)."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, T] = {}
+
+    def get(self, run: object, build: Callable[[], T]) -> T:
+        key = id(run)
+        if key not in self._values:
+            self._values[key] = build()
+            weakref.finalize(run, self._values.pop, key, None)
+        return self._values[key]
+
+
+def read_only(model: LinearGaussianModel) -> LinearGaussianModel:
+    """The model with its input and noise rows made read-only, so that one reader cannot change another's."""
+    for rows in (model.inputs, model.noise):
+        if rows is not None:
+            rows.setflags(write=False)
+    return model
 
 
 AUDITOR = DecorAuditor()
