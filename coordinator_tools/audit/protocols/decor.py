@@ -11,14 +11,13 @@ model; the paper column is DECOR's SecLDP accountant (`decor_accountant`) where 
 and a drop-out's uncancelled pairwise terms are named and measured (`decor_dropouts`).
 
 The key shares that open a run are no round values: the rebuild sets them aside after checking
-they are a node's public key in its published number of chunks.
+they are a node's public key in its published number of chunks (`key_shares`).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -31,13 +30,12 @@ from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Messa
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.decor_accountant import THEOREM, Condition, SecLdp, secldp
 from coordinator_tools.audit.protocols.decor_dropouts import dropout_findings, dropout_utility, stopped_nodes
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside
 from coordinator_tools.audit.protocols.linear_rounds import received_values
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
 from coordinator_tools.audit.report import json_number, observer_means
-from node.message import GOSSIP, MessageId, kind_of
-from node.pairwise_secrets import KEY_SHARE, key_chunks
 from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, PROTOCOL_NAME, DecorParams, pairwise_step
 from node.topology import Topology
 
@@ -86,7 +84,7 @@ def every_node_to_the_end(run: Transcript) -> Condition:
                      f"{dropped} neighbour values missing from completed rounds")
 
 
-class DecorAuditor(LinearRoundAuditor):
+class DecorAuditor(KeySharesAside[Transcript], LinearRoundAuditor):
     """DECOR's values as rows: per round, n independent draws at σ and one shared draw per edge at σ_cor."""
 
     name = PROTOCOL_NAME
@@ -154,18 +152,9 @@ class DecorAuditor(LinearRoundAuditor):
         that more noise never leaks more) and reads it for its canaries."""
         return self._models.get(run, lambda: read_only(super(DecorAuditor, self).linear_model(run)))
 
-    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
-        if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            return key_share_problem(decor_params(topology).vector_length, entry)
-        return super().record_problem(topology, node, kind, entry)
-
-    def private_problem(self, draws: tuple[Any, ...]) -> str | None:
-        """Its own draws as any round protocol's; the secrets and shared draws are checked by the payload check."""
-        return super().private_problem(tuple(d for d in draws if d.purpose == NOISE_PURPOSE))
-
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside; a stopped node's uncancelled terms are findings."""
-        run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        """The rounds' transcript (the key shares set aside); a stopped node's uncancelled terms are findings."""
+        run = super().rebuild(topology, logs, findings)
         findings.extend(dropout_findings(run, self.message_rows, decor_params(topology).drawing_rounds))
         return run
 
@@ -206,28 +195,6 @@ class DecorAuditor(LinearRoundAuditor):
         """Each value's canary coordinates: its rows on the inputs, named (sender, round) as its receiver logs it."""
         model = self.linear_model(run)
         return CanaryModel(model, model.inputs, tuple(received_values(run)), round_value)
-
-
-def key_share_problem(vector_length: int, entry: Any) -> str | None:
-    """Why a key-share record is not one of a public key's chunks for vectors of this length, or None."""
-    chunks = key_chunks(vector_length)
-    identifier = MessageId.of(entry)
-    if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
-        return f"a key share is one of {chunks} chunks numbered from 1"
-    return None
-
-
-def round_values_only(log: NodeLog) -> NodeLog:
-    """The log without its key-share records."""
-    def gossip(entry: Any) -> bool:
-        return kind_of(entry) == GOSSIP
-
-    records = [(kind, entry) for kind, entry in log.records
-               if kind not in ("sent", "received", "rejected") or gossip(entry)]
-    return replace(log, records=records,
-                   sent={key: record for key, record in log.sent.items() if key.kind == GOSSIP},
-                   received={key: record for key, record in log.received.items() if key.kind == GOSSIP},
-                   refused={key: record for key, record in log.refused.items() if key.kind == GOSSIP})
 
 
 T = TypeVar("T")
