@@ -19,7 +19,11 @@ are Muffliato-GD's; what differs:
   no coalition. Outside them the column is empty and its note names the failed conditions; the
   exact column is computed under every threat model all the same.
 
-No linearized column and no canary model: the payloads are checked from the private logs.
+* `empirical` (a run made with `--canaries`): Muffliato-GD's canary model (`muffliato_gd.accountant`) with
+  this linear model, so each canary block's noise is the node's own draws and its signed pairwise draws,
+  and an observer's score first subtracts the pairwise draws it holds, as the exact column does.
+
+No linearized column: the payloads are checked from the private logs.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from coordinator_tools.audit.protocols.decor_accountant import THEOREM as SECLDP
 from coordinator_tools.audit.protocols.decor_accountant import Condition, SecLdp, secldp
 from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS, THEOREM, step_geometry
 from coordinator_tools.audit.protocols.key_shares import KeySharesAside, rounds_only
+from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
@@ -59,7 +64,8 @@ from node.protocols.muffliato_gd import NOISE_PURPOSE
 from node.topology import FixedSchedule, Topology
 
 EXACT_DEFINITION = f"a proven upper bound, {THEOREM}; under {'; '.join(CONDITIONS)}. The lower end is null"
-NO_ATTACK = "attack: no canary or attack column for decor-gd (the exact column is a bound, payloads are checked)"
+NO_ATTACK = ("attack: no simulated attack column for decor-gd (the exact column is a bound, payloads are checked); "
+             "a run made with --canaries gets the empirical column from its real canaries")
 
 
 def linear_model(run: UnrolledRun, pairs: list[tuple[int, int]], ratio: float) -> LinearGaussianModel:
@@ -75,6 +81,17 @@ def linear_model(run: UnrolledRun, pairs: list[tuple[int, int]], ratio: float) -
         n=run.n, inputs=independent.inputs, received=run.received, noise=np.hstack([run.rows, shared]),
         noise_owner=tuple(holder[0] for holder in holders), noise_holders=holders,
         noise_scale=np.concatenate([np.ones(run.rows.shape[1]), np.full(shared.shape[1], ratio)]))
+
+
+def canary_model(transcript: Transcript) -> CanaryModel:
+    """The run's canary coordinates as Muffliato-GD's (every step's contribution carries the node's canaries, the
+    payload is γ times the unrolled row), on this linear model: the pairwise draws are noise columns held by both
+    ends of their edge, so an observer knows those of its own edges."""
+    params = decor_gd_params(transcript.topology)
+    run = unroll(learning_schedule(transcript))
+    model = linear_model(run, edges(transcript.topology), params.sigma_cor_ratio)
+    labels = tuple((w, t * transcript.rounds_per_step + k) for t, k, w in run.messages)
+    return CanaryModel(model, model.inputs, labels, round_value, scale=params.learning_rate)
 
 
 def decor_gd_params(topology: Topology) -> DecorGDParams:
@@ -176,7 +193,7 @@ class DecorGDAuditor(KeySharesAside[Transcript], MuffliatoGDAuditor):
         return super().utility(replace(replay, logs=rounds_only(replay.logs)), data_dir)
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
-        return None
+        return canary_model(run)
 
 
 def own_draws(draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> tuple[viewlog_pb2.NoiseDraw, ...]:
