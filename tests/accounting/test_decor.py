@@ -173,6 +173,7 @@ def test_rows_asked_in_any_order_are_the_full_unroll_s_rows_and_the_model_is_bui
     assert picked.draws == full.draws and picked.holders == full.holders
     with pytest.raises(ValueError, match=r"no value \(0, 4\) in a run of 5 nodes and 4 rounds"):
         AUDITOR.message_rows(run, [(0, 4)])
+    assert AUDITOR.message_rows(run, some) is picked  # a drop-out's findings and utility ask for the same rows
     model = AUDITOR.linear_model(run)
     assert AUDITOR.linear_model(run) is model  # the 2σ re-account and the canaries read the same model
     assert not model.inputs.flags.writeable and model.noise is not None and not model.noise.flags.writeable

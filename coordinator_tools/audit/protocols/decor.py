@@ -93,64 +93,24 @@ class DecorAuditor(KeySharesAside[Transcript], LinearRoundAuditor):
 
     def __init__(self) -> None:
         self._models: PerRun[LinearGaussianModel] = PerRun()
+        self._rows: PerRun[dict[tuple[Message, ...], LinearRows]] = PerRun()
 
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
-        """The rows of `messages`, written into arrays allocated once as the rounds unroll (a round's state is
-        copied only into the rows asked for: at n = 256, T = 20 the noise rows alone hold a gigabyte)."""
-        n, rounds, pairs = run.n, run.rounds, edges(run.topology)
-        params = decor_params(run.topology)
-        noisy = min(rounds, params.drawing_rounds)
-        width = n + len(pairs)
-        wanted: dict[int, tuple[list[int], list[int]]] = {}
-        for position, (w, t) in enumerate(messages):
-            if not (0 <= w < n and 0 <= t < rounds):
-                raise ValueError(f"no value ({w}, {t}) in a run of {n} nodes and {rounds} rounds")
-            positions, senders = wanted.setdefault(t, ([], []))
-            positions.append(position)
-            senders.append(w)
-        incidence = np.zeros((n, len(pairs)))
-        for k, (i, j) in enumerate(pairs):
-            incidence[i, k], incidence[j, k] = 1.0, -1.0
-        ratio = params.sigma_cor_ratio
-        draws: list[tuple[int, int]] = []
-        holders: list[tuple[int, ...]] = []
-        purposes: list[str] = []
-        for t in range(noisy):
-            draws += [(v, t) for v in range(n)] + [edge_draw(run, t, i, j) for i, j in pairs]
-            holders += [(v,) for v in range(n)]
-            holders += pairs
-            purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
-        inputs, noise = np.zeros((len(messages), n)), np.zeros((len(messages), width * noisy))
-        state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
-        for t in range(rounds):
-            sent_noise = state_noise.copy()
-            if t < noisy:
-                sent_noise[:, t * width:t * width + n] += np.eye(n)
-                sent_noise[:, t * width + n:(t + 1) * width] += incidence
-            if t in wanted:
-                positions, senders = wanted[t]
-                inputs[positions], noise[positions] = state_inputs[senders], sent_noise[senders]
-            mixing = np.zeros((n, n))
-            stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
-            for v in range(n):
-                if v in stopped:
-                    mixing[v, v] = 1.0
-                else:
-                    for w, weight in run.realized_row(v, t).items():
-                        mixing[v, w] = weight
-            state_inputs = mixing @ state_inputs
-            drawn = min(t + 1, noisy) * width  # the later rounds' columns are still zero: no product reads them
-            following = np.zeros_like(sent_noise)
-            following[:, :drawn] = mixing @ sent_noise[:, :drawn]
-            following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
-            state_noise = following
-        scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
-        return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+        """The rows of `messages`, unrolled once per run and request, read-only (a drop-out's findings and its
+        utility block ask for the same last round)."""
+        asked = self._rows.get(run, dict)
+        key = tuple(messages)
+        if key not in asked:
+            rows = unrolled_rows(run, key)
+            rows.inputs.setflags(write=False)
+            rows.noise.setflags(write=False)
+            asked[key] = rows
+        return asked[key]
 
     def linear_model(self, run: Transcript) -> LinearGaussianModel:
-        """The run's model, built once per run and read-only: an audit accounts it at σ, again at 2σ (the check
-        that more noise never leaks more) and reads it for its canaries."""
-        return self._models.get(run, lambda: read_only(super(DecorAuditor, self).linear_model(run)))
+        """The run's model, built once per run: an audit accounts it at σ, again at 2σ (the check that more noise
+        never leaks more) and reads it for its canaries."""
+        return self._models.get(run, lambda: super(DecorAuditor, self).linear_model(run))
 
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
         """The rounds' transcript (the key shares set aside); a stopped node's uncancelled terms are findings."""
@@ -197,6 +157,61 @@ class DecorAuditor(KeySharesAside[Transcript], LinearRoundAuditor):
         return CanaryModel(model, model.inputs, tuple(received_values(run)), round_value)
 
 
+def unrolled_rows(run: Transcript, messages: Sequence[Message]) -> LinearRows:
+    """The rows of `messages` as computed in `run` (drop-outs included), written into arrays allocated once as the
+    rounds unroll: a round's state is copied only into the rows asked for (at n = 256, T = 20 the noise rows alone
+    hold a gigabyte), and a round's product reads only the columns drawn so far."""
+    n, rounds, pairs = run.n, run.rounds, edges(run.topology)
+    params = decor_params(run.topology)
+    noisy = min(rounds, params.drawing_rounds)
+    width = n + len(pairs)
+    wanted: dict[int, tuple[list[int], list[int]]] = {}
+    for position, (w, t) in enumerate(messages):
+        if not (0 <= w < n and 0 <= t < rounds):
+            raise ValueError(f"no value ({w}, {t}) in a run of {n} nodes and {rounds} rounds")
+        positions, senders = wanted.setdefault(t, ([], []))
+        positions.append(position)
+        senders.append(w)
+    incidence = np.zeros((n, len(pairs)))
+    for k, (i, j) in enumerate(pairs):
+        incidence[i, k], incidence[j, k] = 1.0, -1.0
+    ratio = params.sigma_cor_ratio
+    draws: list[tuple[int, int]] = []
+    holders: list[tuple[int, ...]] = []
+    purposes: list[str] = []
+    for t in range(noisy):
+        draws += [(v, t) for v in range(n)] + [edge_draw(run, t, i, j) for i, j in pairs]
+        holders += [(v,) for v in range(n)]
+        holders += pairs
+        purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
+    inputs, noise = np.zeros((len(messages), n)), np.zeros((len(messages), width * noisy))
+    state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
+    for t in range(rounds):
+        sent_noise = state_noise.copy()
+        if t < noisy:
+            sent_noise[:, t * width:t * width + n] += np.eye(n)
+            sent_noise[:, t * width + n:(t + 1) * width] += incidence
+        if t in wanted:
+            positions, senders = wanted[t]
+            inputs[positions], noise[positions] = state_inputs[senders], sent_noise[senders]
+        mixing = np.zeros((n, n))
+        stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
+        for v in range(n):
+            if v in stopped:
+                mixing[v, v] = 1.0
+            else:
+                for w, weight in run.realized_row(v, t).items():
+                    mixing[v, w] = weight
+        state_inputs = mixing @ state_inputs
+        drawn = min(t + 1, noisy) * width  # the later rounds' columns are still zero: no product reads them
+        following = np.zeros_like(sent_noise)
+        following[:, :drawn] = mixing @ sent_noise[:, :drawn]
+        following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
+        state_noise = following
+    scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
+    return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+
+
 T = TypeVar("T")
 
 
@@ -212,14 +227,6 @@ class PerRun(Generic[T]):
             self._values[key] = build()
             weakref.finalize(run, self._values.pop, key, None)
         return self._values[key]
-
-
-def read_only(model: LinearGaussianModel) -> LinearGaussianModel:
-    """The model with its input and noise rows made read-only, so that one reader cannot change another's."""
-    for rows in (model.inputs, model.noise):
-        if rows is not None:
-            rows.setflags(write=False)
-    return model
 
 
 AUDITOR = DecorAuditor()
