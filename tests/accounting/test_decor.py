@@ -157,3 +157,25 @@ def test_a_run_with_noise_in_round_zero_only_moves_the_sum_once_and_audits(tmp_p
 def test_noisy_rounds_cannot_exceed_the_rounds() -> None:
     with pytest.raises(ValueError, match="noisy_rounds 4 exceeds rounds 3"):
         DecorParams(sigma=1.0, alpha=2.0, dimension=1, rounds=3, noisy_rounds=4)
+
+
+def test_rows_asked_in_any_order_are_the_full_unroll_s_rows_and_the_model_is_built_once_per_run() -> None:
+    topology = api.topology("ring", 5, protocol="decor", sigma=1.0, sigma_cor_ratio=2.0, rounds=4, noisy_rounds=3,
+                            dimension=1, alpha=2.0, sensitivity=1.0, run_id="decor-rows")
+    run = planned_transcript(topology, rounds=4, accelerated=False)
+    every = [(w, t) for t in range(4) for w in range(5)]
+    full = AUDITOR.message_rows(run, every)
+    some = [(3, 2), (0, 0), (3, 2), (4, 3)]  # out of order, one twice
+    picked = AUDITOR.message_rows(run, some)
+    rows = [every.index(message) for message in some]
+    np.testing.assert_array_equal(picked.inputs, full.inputs[rows])
+    np.testing.assert_array_equal(picked.noise, full.noise[rows])
+    assert picked.draws == full.draws and picked.holders == full.holders
+    with pytest.raises(ValueError, match=r"no value \(0, 4\) in a run of 5 nodes and 4 rounds"):
+        AUDITOR.message_rows(run, [(0, 4)])
+    assert AUDITOR.message_rows(run, some) is picked  # a drop-out's findings and utility ask for the same rows
+    model = AUDITOR.linear_model(run)
+    assert AUDITOR.linear_model(run) is model  # the 2σ re-account and the canaries read the same model
+    assert not model.inputs.flags.writeable and model.noise is not None and not model.noise.flags.writeable
+    other = planned_transcript(topology, rounds=4, accelerated=False)
+    assert AUDITOR.linear_model(other) is not model

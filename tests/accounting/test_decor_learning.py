@@ -23,6 +23,8 @@ from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_s
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import fixed_schedule, unroll
 from coordinator_tools.audit.replay import replay_run
 from coordinator_tools.audit.run_audit import AuditOptions, audit_run
+from coordinator_tools.cluster.launch import LaunchOptions
+from coordinator_tools.cluster.virtual import run_virtual
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.codec import from_tensor
@@ -169,3 +171,29 @@ def test_decors_theorem_1_is_the_paper_column_and_bounds_the_exact_loss(
     reached = ~np.isnan(exact)
     assert np.all(exact[reached] <= paper[reached] * (1 + 1e-9))
     assert not any("does not cover" in note for note in report["notes"])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("threat", [{}, {"eavesdropper": True}, {"colluders": (0, 3)}])
+def test_the_canaries_of_a_run_bound_every_pair_from_below_and_never_above_exact(
+        tmp_path: Path, threat: dict[str, object]) -> None:
+    n = 6
+    params = DecorGDParams(sigma=0.25, sensitivity=0.5, alpha=2.0, dimension=D, task="logistic", steps=3,
+                           learning_rate=0.5, clip=1.0, batch=4, sigma_cor_ratio=1.0)
+    save_topology(build_topology(generate("ring", n=n), graph_name="ring", run_id="decor-gd-canaries", protocol=params),
+                  tmp_path / "topology.json")
+    rng = np.random.default_rng(0)
+    (tmp_path / "data").mkdir()
+    for v in range(n):  # rows of norm about 10: every example's gradient is clipped
+        np.savez(tmp_path / "data" / f"node-{v}.npz", x=10.0 * rng.normal(size=(8, D)),
+                 y=np.where(rng.random(8) < 0.5, -1.0, 1.0))
+    run = run_virtual(tmp_path / "topology.json", tmp_path / "data", tmp_path / "run",
+                      LaunchOptions(sampler="simulation", simulation_seed=4, canaries=300))
+    assert run.ok, run.failures
+    report = audit_run(run.rundir, tmp_path / "audit", AuditOptions(attack_pairs="none", attack_seed=1, **threat))
+    failed = [check["name"] for check in report["checks"] if not check["ok"]]  # type: ignore[index]
+    assert not failed, failed
+    assert report["canaries"]["canaries"] == 300  # type: ignore[index]
+    bounds = [(pair["empirical"]["eps_lower"], pair["exact"]["eps_upper"])  # type: ignore[index]
+              for pair in report["pairs"] if "empirical" in pair]  # type: ignore[union-attr]
+    assert len(bounds) == n * (n - 1) and all(lower <= upper for lower, upper in bounds)
+    assert max(lower for lower, _ in bounds) > 0.0

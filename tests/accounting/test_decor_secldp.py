@@ -17,7 +17,13 @@ from coordinator_tools import api
 from coordinator_tools.audit.exact import view_geometry
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.protocols.decor import AUDITOR
-from coordinator_tools.audit.protocols.decor_accountant import Condition, secldp, secldp_factor
+from coordinator_tools.audit.protocols.decor_accountant import (
+    DENSE_NODES,
+    Condition,
+    algebraic_connectivity,
+    secldp,
+    secldp_factor,
+)
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from node.topology import Topology
 
@@ -92,3 +98,15 @@ def test_an_averaging_run_gets_an_empty_paper_column_with_the_reason_and_the_the
     # RDP at α = 4, Δ = 1, σ = 0.5 per observer: α Δ²/(2σ²) · T (1/3 + 1/(1 + r²)), the same for every observer.
     np.testing.assert_allclose(block["rdp_per_observer"], [4 / (2 * 0.25) * steps * (1 / 3 + 1 / (1 + RATIO**2))] * 4,
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("graph", [nx.hypercube_graph(7), nx.cycle_graph(100), nx.erdos_renyi_graph(150, 0.05, seed=1)],
+                         ids=["hypercube-128", "ring-100", "erdos-renyi-150"])
+def test_a_large_graph_s_algebraic_connectivity_is_never_overstated_and_the_same_every_time(graph: nx.Graph) -> None:
+    # Beyond DENSE_NODES Lanczos finds a; a Ritz value lies above the eigenvalue, which would understate the loss.
+    adjacency = nx.to_numpy_array(graph)
+    assert adjacency.shape[0] > DENSE_NODES
+    dense = float(np.sort(np.linalg.eigvalsh(np.diag(adjacency.sum(axis=1)) - adjacency))[1])
+    found = algebraic_connectivity(adjacency)
+    assert found == algebraic_connectivity(adjacency)
+    assert dense - 1e-9 <= found <= dense

@@ -27,9 +27,11 @@ from coordinator_tools.dataprep.datasets import synthetic_values, write_node_fil
 from coordinator_tools.topology.build import build_topology
 from coordinator_tools.topology.generators import generate
 from node.breaks import Breaks
+from node.protocols.decor_gd import DecorGDParams
 from node.protocols.muffliato import MuffliatoParams
 from node.protocols.muffliato_async import MuffliatoAsyncParams
 from node.protocols.muffliato_gd import MuffliatoGDParams
+from node.protocols.params import LearningParams
 from node.protocols.ring_sum import RingSumParams
 from node.protocols.rw_sgd import RwSgdParams
 from node.topology import NetworkParams, save_topology
@@ -42,6 +44,7 @@ PROTOCOLS: dict[str, BaseModel] = {
     "muffliato": MuffliatoParams(sigma=0.5, sensitivity=1.0, alpha=2.0, rounds=3, dimension=D),
     "muffliato-async": MuffliatoAsyncParams(sigma=0.5, sensitivity=1.0, alpha=2.0, exchanges=6, dimension=D,
                                             tick_rate=40.0),
+    "decor-gd": DecorGDParams(steps=3, gossip_rounds=1, sigma_cor_ratio=1.0, **LEARNING),
     "muffliato-gd": MuffliatoGDParams(steps=3, gossip_rounds=1, **LEARNING),
     "ring-sum": RingSumParams(sigma=0.5, sensitivity=1.0, alpha=2.0, dimension=D),
     "rw-sgd": RwSgdParams(steps=12, **LEARNING),
@@ -54,7 +57,7 @@ def files(root: Path, protocol: BaseModel) -> tuple[Path, Path]:
                               addresses=[f"127.0.0.1:{port}" for port in free_loopback_ports(N)],
                               network=NetworkParams(round_deadline_s=2.0, startup_deadline_s=30.0))
     save_topology(topology, root / "topology.json")
-    if isinstance(protocol, (MuffliatoGDParams, RwSgdParams)):
+    if isinstance(protocol, LearningParams):
         rng = np.random.default_rng(0)
         (root / "data").mkdir(parents=True)
         for v in range(N):  # rows of norm 10: every example's gradient is clipped to C = 1

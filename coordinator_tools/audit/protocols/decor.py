@@ -11,18 +11,19 @@ model; the paper column is DECOR's SecLDP accountant (`decor_accountant`) where 
 and a drop-out's uncancelled pairwise terms are named and measured (`decor_dropouts`).
 
 The key shares that open a run are no round values: the rebuild sets them aside after checking
-they are a node's public key in its published number of chunks.
+they are a node's public key in its published number of chunks (`key_shares`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import ThreatModel
 from coordinator_tools.audit.plugin import LinearRoundAuditor, LinearRows, Message, PairwiseLosses, Transcript
@@ -36,12 +37,11 @@ from coordinator_tools.audit.protocols.decor_dropouts import (
     planned_vs_run,
     stopped_nodes,
 )
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside
 from coordinator_tools.audit.protocols.linear_rounds import received_values
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
-from node.message import GOSSIP, MessageId, kind_of
-from node.pairwise_secrets import KEY_SHARE, key_chunks
 from node.protocols.decor import NOISE_PURPOSE, PAIRWISE_PURPOSE, PROTOCOL_NAME, DecorParams, pairwise_step
 from node.topology import Topology
 
@@ -95,67 +95,37 @@ EDGE_TERMS = PairwiseTerms(PAIRWISE_PURPOSE, steps_per_round=lambda n: n,
                            what="pairwise terms on their edges to it")
 
 
-class DecorAuditor(LinearRoundAuditor):
+class DecorAuditor(KeySharesAside[Transcript], LinearRoundAuditor):
     """DECOR's values as rows: per round, n independent draws at σ and one shared draw per edge at σ_cor."""
 
     name = PROTOCOL_NAME
     noise_purpose = NOISE_PURPOSE
     joint_views = True  # a coalition's view is its members' rows stacked, knowing every draw a member holds
 
+    def __init__(self) -> None:
+        self._models: PerRun[LinearGaussianModel] = PerRun()
+        self._rows: PerRun[dict[tuple[Message, ...], LinearRows]] = PerRun()
+
     def message_rows(self, run: Transcript, messages: Sequence[Message]) -> LinearRows:
-        n, rounds, pairs = run.n, run.rounds, edges(run.topology)
-        params = decor_params(run.topology)
-        noisy = min(rounds, params.drawing_rounds)
-        width = n + len(pairs)
-        incidence = np.zeros((n, len(pairs)))
-        for k, (i, j) in enumerate(pairs):
-            incidence[i, k], incidence[j, k] = 1.0, -1.0
-        ratio = params.sigma_cor_ratio
-        draws: list[tuple[int, int]] = []
-        holders: list[tuple[int, ...]] = []
-        purposes: list[str] = []
-        for t in range(noisy):
-            draws += [(v, t) for v in range(n)] + [edge_draw(run, t, i, j) for i, j in pairs]
-            holders += [(v,) for v in range(n)]
-            holders += pairs
-            purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
-        state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
-        rows: dict[Message, tuple[np.ndarray, np.ndarray]] = {}
-        for t in range(rounds):
-            sent_noise = state_noise.copy()
-            if t < noisy:
-                sent_noise[:, t * width:t * width + n] += np.eye(n)
-                sent_noise[:, t * width + n:(t + 1) * width] += incidence
-            rows.update({(w, t): (state_inputs[w], sent_noise[w]) for w in range(n)})
-            mixing = np.zeros((n, n))
-            stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
-            for v in range(n):
-                if v in stopped:
-                    mixing[v, v] = 1.0
-                else:
-                    for w, weight in run.realized_row(v, t).items():
-                        mixing[v, w] = weight
-            state_inputs = mixing @ state_inputs
-            following = mixing @ sent_noise
-            following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
-            state_noise = following
-        inputs = np.array([rows[m][0] for m in messages]).reshape(len(messages), n)
-        noise = np.array([rows[m][1] for m in messages]).reshape(len(messages), width * noisy)
-        scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
-        return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
+        """The rows of `messages`, unrolled once per run and request, read-only (a drop-out's findings and its
+        utility block ask for the same last round)."""
+        asked = self._rows.get(run, dict)
+        key = tuple(messages)
+        if key not in asked:
+            rows = unrolled_rows(run, key)
+            rows.inputs.setflags(write=False)
+            rows.noise.setflags(write=False)
+            asked[key] = rows
+        return asked[key]
 
-    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
-        if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            return key_share_problem(decor_params(topology).vector_length, entry)
-        return super().record_problem(topology, node, kind, entry)
-
-    def private_problem(self, draws: tuple[Any, ...]) -> str | None:
-        """Its own draws as any round protocol's; the secrets and shared draws are checked by the payload check."""
-        return super().private_problem(tuple(d for d in draws if d.purpose == NOISE_PURPOSE))
+    def linear_model(self, run: Transcript) -> LinearGaussianModel:
+        """The run's model, built once per run: an audit accounts it at σ, again at 2σ (the check that more noise
+        never leaks more) and reads it for its canaries."""
+        return self._models.get(run, lambda: super(DecorAuditor, self).linear_model(run))
 
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside; a stopped node's uncancelled terms are findings."""
-        run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        """The rounds' transcript (the key shares set aside); a stopped node's uncancelled terms are findings."""
+        run = super().rebuild(topology, logs, findings)
         findings.extend(dropout_findings(run, mixed_outputs(self.message_rows), EDGE_TERMS,
                                          decor_params(topology).drawing_rounds))
         return run
@@ -197,26 +167,76 @@ class DecorAuditor(LinearRoundAuditor):
         return CanaryModel(model, model.inputs, tuple(received_values(run)), round_value)
 
 
-def key_share_problem(vector_length: int, entry: Any) -> str | None:
-    """Why a key-share record is not one of a public key's chunks for vectors of this length, or None."""
-    chunks = key_chunks(vector_length)
-    identifier = MessageId.of(entry)
-    if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
-        return f"a key share is one of {chunks} chunks numbered from 1"
-    return None
+def unrolled_rows(run: Transcript, messages: Sequence[Message]) -> LinearRows:
+    """The rows of `messages` as computed in `run` (drop-outs included), written into arrays allocated once as the
+    rounds unroll: a round's state is copied only into the rows asked for (at n = 256, T = 20 the noise rows alone
+    hold a gigabyte), and a round's product reads only the columns drawn so far."""
+    n, rounds, pairs = run.n, run.rounds, edges(run.topology)
+    params = decor_params(run.topology)
+    noisy = min(rounds, params.drawing_rounds)
+    width = n + len(pairs)
+    wanted: dict[int, tuple[list[int], list[int]]] = {}
+    for position, (w, t) in enumerate(messages):
+        if not (0 <= w < n and 0 <= t < rounds):
+            raise ValueError(f"no value ({w}, {t}) in a run of {n} nodes and {rounds} rounds")
+        positions, senders = wanted.setdefault(t, ([], []))
+        positions.append(position)
+        senders.append(w)
+    incidence = np.zeros((n, len(pairs)))
+    for k, (i, j) in enumerate(pairs):
+        incidence[i, k], incidence[j, k] = 1.0, -1.0
+    ratio = params.sigma_cor_ratio
+    draws: list[tuple[int, int]] = []
+    holders: list[tuple[int, ...]] = []
+    purposes: list[str] = []
+    for t in range(noisy):
+        draws += [(v, t) for v in range(n)] + [edge_draw(run, t, i, j) for i, j in pairs]
+        holders += [(v,) for v in range(n)]
+        holders += pairs
+        purposes += [NOISE_PURPOSE] * n + [PAIRWISE_PURPOSE] * len(pairs)
+    inputs, noise = np.zeros((len(messages), n)), np.zeros((len(messages), width * noisy))
+    state_inputs, state_noise = np.eye(n), np.zeros((n, width * noisy))
+    for t in range(rounds):
+        sent_noise = state_noise.copy()
+        if t < noisy:
+            sent_noise[:, t * width:t * width + n] += np.eye(n)
+            sent_noise[:, t * width + n:(t + 1) * width] += incidence
+        if t in wanted:
+            positions, senders = wanted[t]
+            inputs[positions], noise[positions] = state_inputs[senders], sent_noise[senders]
+        mixing = np.zeros((n, n))
+        stopped = [v for v in range(n) if t >= run.completed_rounds(v)]
+        for v in range(n):
+            if v in stopped:
+                mixing[v, v] = 1.0
+            else:
+                for w, weight in run.realized_row(v, t).items():
+                    mixing[v, w] = weight
+        state_inputs = mixing @ state_inputs
+        drawn = min(t + 1, noisy) * width  # the later rounds' columns are still zero: no product reads them
+        following = np.zeros_like(sent_noise)
+        following[:, :drawn] = mixing @ sent_noise[:, :drawn]
+        following[stopped] = state_noise[stopped]  # a node that stopped sends nothing more and keeps x
+        state_noise = following
+    scales = np.tile(np.concatenate([np.ones(n), np.full(len(pairs), ratio)]), noisy)
+    return LinearRows(inputs, noise, tuple(draws), scales, tuple(holders), tuple(purposes))
 
 
-def round_values_only(log: NodeLog) -> NodeLog:
-    """The log without its key-share records."""
-    def gossip(entry: Any) -> bool:
-        return kind_of(entry) == GOSSIP
+T = TypeVar("T")
 
-    records = [(kind, entry) for kind, entry in log.records
-               if kind not in ("sent", "received", "rejected") or gossip(entry)]
-    return replace(log, records=records,
-                   sent={key: record for key, record in log.sent.items() if key.kind == GOSSIP},
-                   received={key: record for key, record in log.received.items() if key.kind == GOSSIP},
-                   refused={key: record for key, record in log.refused.items() if key.kind == GOSSIP})
+
+class PerRun(Generic[T]):
+    """One value per live run, built on first use and dropped with the run (runs are frozen but not hashable)."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, T] = {}
+
+    def get(self, run: object, build: Callable[[], T]) -> T:
+        key = id(run)
+        if key not in self._values:
+            self._values[key] = build()
+            weakref.finalize(run, self._values.pop, key, None)
+        return self._values[key]
 
 
 AUDITOR = DecorAuditor()

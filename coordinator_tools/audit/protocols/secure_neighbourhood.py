@@ -40,7 +40,6 @@ from coordinator_tools.audit.exact import ViewGeometry, view_geometry
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.plugin import Addressed, LinearRoundAuditor, LinearRows, Transcript
 from coordinator_tools.audit.protocols.base import Replay
-from coordinator_tools.audit.protocols.decor import round_values_only
 from coordinator_tools.audit.protocols.decor_dropouts import (
     PairwiseTerms,
     dropout_findings,
@@ -48,11 +47,12 @@ from coordinator_tools.audit.protocols.decor_dropouts import (
     planned_vs_run,
     stopped_nodes,
 )
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside, key_share_problem
 from coordinator_tools.audit.protocols.linear_rounds import draws_per_node
 from coordinator_tools.audit.protocols.muffliato.transcript import planned_transcript
 from coordinator_tools.audit.records import Finding, NodeLog
-from node.message import MessageId, kind_of
-from node.pairwise_secrets import KEY_SHARE, edge_sign, key_chunks
+from node.message import kind_of
+from node.pairwise_secrets import KEY_SHARE, edge_sign
 from node.protocols.secure_neighbourhood import (
     MASK_PURPOSE,
     NOISE_PURPOSE,
@@ -80,15 +80,6 @@ def secure_params(topology: Topology) -> SecureNeighbourhoodParams:
     if not isinstance(params, SecureNeighbourhoodParams):
         raise TypeError(f"a {PROTOCOL_NAME} audit of a topology running {params.name!r}")  # type: ignore[attr-defined]
     return params
-
-
-def key_share_problem(topology: Topology, entry: Any) -> str | None:
-    """Why a key-share record is not one chunk of a public key in its published number of chunks, or None."""
-    chunks = key_chunks(secure_params(topology).vector_length)
-    identifier = MessageId.of(entry)
-    if identifier.outside("sequence") or not 1 <= identifier.sequence <= chunks:
-        return f"a key share is one of {chunks} chunks numbered from 1"
-    return None
 
 
 @dataclass(frozen=True)
@@ -216,7 +207,7 @@ def paper_factor(run: Transcript, threat_model: ThreatModel) -> np.ndarray:
     return view_geometry(summation_model(run), threat_model).upper
 
 
-class SecureNeighbourhoodAuditor(LinearRoundAuditor):
+class SecureNeighbourhoodAuditor(KeySharesAside[Transcript], LinearRoundAuditor):
     """Values per receiver: per round, n node draws at σ and one mask per (receiver, pair) at the mask ratio."""
 
     name = PROTOCOL_NAME
@@ -233,19 +224,15 @@ class SecureNeighbourhoodAuditor(LinearRoundAuditor):
 
     def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
         if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            return key_share_problem(topology, entry)
+            return key_share_problem(secure_params(topology).vector_length, entry)
         peer = entry.claimed_sender if kind == "rejected" else getattr(entry, "peer", None)
         if kind in ("sent", "received", "rejected") and peer not in topology.neighbours[node]:
             return f"only key shares pass between node {node} and node {peer}, which is no neighbour"
         return super().record_problem(topology, node, kind, entry)
 
-    def private_problem(self, draws: tuple[Any, ...]) -> str | None:
-        """Its own draws as any round protocol's; the secrets and masks are checked by the payload check."""
-        return super().private_problem(tuple(d for d in draws if d.purpose == NOISE_PURPOSE))
-
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside; a stopped node's masks left in are findings."""
-        run = super().rebuild(topology, {node: round_values_only(log) for node, log in logs.items()}, findings)
+        """The rounds' transcript (the key shares set aside); a stopped node's masks left in are findings."""
+        run = super().rebuild(topology, logs, findings)
         findings.extend(dropout_findings(run, output_rows, MASK_TERMS, run.rounds))
         return run
 

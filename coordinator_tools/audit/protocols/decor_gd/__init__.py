@@ -1,7 +1,7 @@
 """Auditing DECOR learning (`node.protocols.decor_gd`): Muffliato-GD's audit, the pairwise draws added.
 
 The logs are Muffliato-GD's (round t·K + k is gossip round k of step t) after the key shares that
-open a run, which the rebuild sets aside as DECOR averaging's does (`decor.round_values_only`). So
+open a run, which the rebuild sets aside as DECOR averaging's does (`key_shares`). So
 the replay, the unrolled schedule (`muffliato_gd.unrolled`), the utility block and the clip check
 are Muffliato-GD's; what differs:
 
@@ -19,7 +19,11 @@ are Muffliato-GD's; what differs:
   no coalition. Outside them the column is empty and its note names the failed conditions; the
   exact column is computed under every threat model all the same.
 
-No linearized column and no canary model: the payloads are checked from the private logs.
+* `empirical` (a run made with `--canaries`): Muffliato-GD's canary model (`muffliato_gd.accountant`) with
+  this linear model, so each canary block's noise is the node's own draws and its signed pairwise draws,
+  and an observer's score first subtracts the pairwise draws it holds, as the exact column does.
+
+No linearized column: the payloads are checked from the private logs.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.base import Replay
-from coordinator_tools.audit.protocols.decor import edges, every_node_to_the_end, key_share_problem, round_values_only
+from coordinator_tools.audit.protocols.decor import edges, every_node_to_the_end
 from coordinator_tools.audit.protocols.decor_accountant import THEOREM as SECLDP_THEOREM
 from coordinator_tools.audit.protocols.decor_accountant import Condition, SecLdp, secldp
 from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS, THEOREM, step_geometry
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside, rounds_only
+from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
@@ -48,18 +54,18 @@ from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
 from coordinator_tools.audit.protocols.muffliato_gd.trajectories import replay_steps, step_draws
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import UnrolledRun, unroll
 from coordinator_tools.audit.reachable import reachable_geometry
-from coordinator_tools.audit.records import Finding, NodeLog, PrivateSection
+from coordinator_tools.audit.records import PrivateSection
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
-from node.message import kind_of
-from node.pairwise_secrets import KEY_SHARE, edge_sign
+from node.pairwise_secrets import edge_sign
 from node.protocols.decor import PAIRWISE_PURPOSE, pairwise_step
 from node.protocols.decor_gd import PROTOCOL_NAME, DecorGDParams
 from node.protocols.muffliato_gd import NOISE_PURPOSE
 from node.topology import FixedSchedule, Topology
 
 EXACT_DEFINITION = f"a proven upper bound, {THEOREM}; under {'; '.join(CONDITIONS)}. The lower end is null"
-NO_ATTACK = "attack: no canary or attack column for decor-gd (the exact column is a bound, payloads are checked)"
+NO_ATTACK = ("attack: no simulated attack column for decor-gd (the exact column is a bound, payloads are checked); "
+             "a run made with --canaries gets the empirical column from its real canaries")
 
 
 def linear_model(run: UnrolledRun, pairs: list[tuple[int, int]], ratio: float) -> LinearGaussianModel:
@@ -75,6 +81,17 @@ def linear_model(run: UnrolledRun, pairs: list[tuple[int, int]], ratio: float) -
         n=run.n, inputs=independent.inputs, received=run.received, noise=np.hstack([run.rows, shared]),
         noise_owner=tuple(holder[0] for holder in holders), noise_holders=holders,
         noise_scale=np.concatenate([np.ones(run.rows.shape[1]), np.full(shared.shape[1], ratio)]))
+
+
+def canary_model(transcript: Transcript) -> CanaryModel:
+    """The run's canary coordinates as Muffliato-GD's (every step's contribution carries the node's canaries, the
+    payload is γ times the unrolled row), on this linear model: the pairwise draws are noise columns held by both
+    ends of their edge, so an observer knows those of its own edges."""
+    params = decor_gd_params(transcript.topology)
+    run = unroll(learning_schedule(transcript))
+    model = linear_model(run, edges(transcript.topology), params.sigma_cor_ratio)
+    labels = tuple((w, t * transcript.rounds_per_step + k) for t, k, w in run.messages)
+    return CanaryModel(model, model.inputs, labels, round_value, scale=params.learning_rate)
 
 
 def decor_gd_params(topology: Topology) -> DecorGDParams:
@@ -140,28 +157,16 @@ def step_noise(topology: Topology, private: PrivateSection) -> dict[int, dict[in
     return noise
 
 
-class DecorGDAuditor(MuffliatoGDAuditor):
+class DecorGDAuditor(KeySharesAside[Transcript], MuffliatoGDAuditor):
     """DECOR learning: Muffliato-GD's records after the key shares, a pairwise draw per edge and step."""
 
     name = PROTOCOL_NAME
+    noise_purpose = NOISE_PURPOSE
     joint_views = True  # a coalition holds every draw of its members' edges (`steps`)
     eavesdropper_views = True
 
-    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
-        if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            return key_share_problem(topology.protocol.vector_length, entry)
-        return super().record_problem(topology, node, kind, entry)
-
-    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-        """Its gradient draws as Muffliato-GD's; the secrets and pairwise draws enter the trajectory check."""
-        return super().private_problem(own_draws(draws))
-
     def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         return super().inputs_problem(inputs, own_draws(draws))
-
-    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside."""
-        return super().rebuild(topology, rounds_only(logs), findings)
 
     def account(self, run: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         return account(run, **options)
@@ -188,17 +193,12 @@ class DecorGDAuditor(MuffliatoGDAuditor):
         return super().utility(replace(replay, logs=rounds_only(replay.logs)), data_dir)
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
-        return None
+        return canary_model(run)
 
 
 def own_draws(draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> tuple[viewlog_pb2.NoiseDraw, ...]:
     """A node's independent gradient draws, without its secrets and pairwise draws."""
     return tuple(draw for draw in draws if draw.purpose == NOISE_PURPOSE)
-
-
-def rounds_only(logs: Mapping[int, NodeLog]) -> dict[int, NodeLog]:
-    """Every node's log without its key-share records."""
-    return {node: round_values_only(log) for node, log in logs.items()}
 
 
 AUDITOR = DecorGDAuditor()  # registered by node.protocols.decor_gd

@@ -1,7 +1,7 @@
 """Auditing secure-neighbourhood learning (`node.protocols.secure_neighbourhood_gd`): Muffliato-GD's audit, masked.
 
 The logs are Muffliato-GD's (round t·K + k is gossip round k of step t) after the key shares that
-open a run, set aside as secure-neighbourhood averaging's are (`decor.round_values_only`), except
+open a run, set aside as secure-neighbourhood averaging's are (`key_shares`), except
 that every value is addressed: j sends each neighbour v its own masked value z_{j→v}. So the
 rebuild, the unrolled schedule (`muffliato_gd.unrolled`) and the utility block are Muffliato-GD's;
 what differs:
@@ -38,10 +38,10 @@ from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.base import Replay
-from coordinator_tools.audit.protocols.decor import key_share_problem
-from coordinator_tools.audit.protocols.decor_gd import linear_model, own_draws, rounds_only
+from coordinator_tools.audit.protocols.decor_gd import linear_model, own_draws
 from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS as STEP_CONDITIONS
 from coordinator_tools.audit.protocols.decor_gd.steps import step_geometry
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside, rounds_only
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
 from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
@@ -49,10 +49,8 @@ from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import unroll
 from coordinator_tools.audit.protocols.secure_neighbourhood_gd.masked_replay import masked_replay
 from coordinator_tools.audit.reachable import reachable_geometry
-from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
-from node.message import kind_of
-from node.pairwise_secrets import KEY_SHARE
+from node.protocols.muffliato_gd import NOISE_PURPOSE
 from node.protocols.secure_neighbourhood import co_neighbours
 from node.protocols.secure_neighbourhood_gd import PROTOCOL_NAME, SecureNeighbourhoodGDParams
 from node.topology import Topology
@@ -107,10 +105,11 @@ def account(transcript: Transcript, **options: Unpack[AccountingOptions]) -> Pai
     return losses
 
 
-class SecureNeighbourhoodGDAuditor(MuffliatoGDAuditor):
+class SecureNeighbourhoodGDAuditor(KeySharesAside[Transcript], MuffliatoGDAuditor):
     """Secure-neighbourhood learning: Muffliato-GD's records after the key shares, one masked value per receiver."""
 
     name = PROTOCOL_NAME
+    noise_purpose = NOISE_PURPOSE
     joint_views = True  # a coalition's members' views together (`decor_gd.steps`)
     eavesdropper_views = True
 
@@ -118,21 +117,8 @@ class SecureNeighbourhoodGDAuditor(MuffliatoGDAuditor):
         """Its neighbours, and the co-neighbours it agreed a secret with."""
         return frozenset(topology.neighbours[node]) | frozenset(co_neighbours(topology, node))
 
-    def record_problem(self, topology: Topology, node: int, kind: str, entry: Any) -> str | None:
-        if kind in ("sent", "received", "rejected") and kind_of(entry) == KEY_SHARE:
-            return key_share_problem(topology.protocol.vector_length, entry)
-        return super().record_problem(topology, node, kind, entry)
-
-    def private_problem(self, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
-        """Its gradient draws as Muffliato-GD's; the secrets and masks enter the trajectory check."""
-        return super().private_problem(own_draws(draws))
-
     def inputs_problem(self, inputs: int, draws: tuple[viewlog_pb2.NoiseDraw, ...]) -> str | None:
         return super().inputs_problem(inputs, own_draws(draws))
-
-    def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> Transcript:
-        """The rounds' transcript, the key shares set aside."""
-        return super().rebuild(topology, rounds_only(logs), findings)
 
     def account(self, run: Transcript, **options: Unpack[AccountingOptions]) -> PairwiseLosses:
         return account(run, **options)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator_tools.audit.protocols.base import Replay
-from coordinator_tools.audit.protocols.decor_gd import rounds_only
+from coordinator_tools.audit.protocols.key_shares import rounds_only
 from coordinator_tools.audit.protocols.muffliato_gd.trajectories import step_draws
 from coordinator_tools.audit.trajectories import PayloadComparison, TrajectoryCheck
 from node.codec import from_tensor
