@@ -96,16 +96,15 @@ class Bundles:
             _settle(bundle, [LinkError(exc.code().name, exc.details() or "")] * len(bundle))
         except LinkError as error:
             _settle(bundle, [error] * len(bundle))
-        except asyncio.CancelledError:
-            for posted in bundle:
-                posted.outcome.cancel()
+        except asyncio.CancelledError:  # the link is closing: its senders hear it as a failed call, as without bundles
+            _settle(bundle, [LinkError("CANCELLED", "the link closed before the bundle was answered")] * len(bundle))
             raise
         else:
             _settle(bundle, [LinkError(outcome.code, outcome.detail) if outcome.code else None
                              for outcome in receipt.outcomes])
 
     async def close(self) -> None:
-        """Stop the calls still in flight (their senders' futures are cancelled)."""
+        """Stop the calls still in flight (their senders hear CANCELLED)."""
         for task in list(self._calls):
             task.cancel()
         await asyncio.gather(*self._calls, return_exceptions=True)

@@ -88,3 +88,21 @@ def test_each_turn_is_its_own_bundle(turns: int):
 
     asyncio.run(scenario())
     assert stub.calls == [([turn, turn + 10], False) for turn in range(turns)]
+
+
+def test_closing_fails_the_calls_in_flight_as_cancelled():
+    class SlowStub(FakeStub):
+        async def DeliverBundle(self, bundle: peer_pb2.Bundle, *, timeout: float, wait_for_ready: bool
+                                ) -> peer_pb2.BundleReceipt:
+            await asyncio.sleep(60)
+            raise AssertionError("never answered")
+
+    async def scenario() -> object:
+        bundles = Bundles(SlowStub(), bundle_bytes=1 << 20)  # type: ignore[arg-type]
+        sent = bundles.post(peer_pb2.Envelope(sender=1), b"", 5.0, wait_for_peer=False)
+        await asyncio.sleep(0.01)
+        await bundles.close()
+        return (await asyncio.gather(sent, return_exceptions=True))[0]
+
+    outcome = asyncio.run(scenario())
+    assert isinstance(outcome, LinkError) and outcome.code == "CANCELLED"
