@@ -64,6 +64,7 @@ class NodeConfig:
     resume: bool = False  # rejoin the run logged in each hosted id's log folder, if any (personalized CD)
     budget: BudgetRequest | None = None  # every hosted agent's own budget, at most its published one
     breaks: Breaks = Breaks()  # negative controls: deliberate bugs of every hosted id (node.breaks)
+    bundled: bool = True  # one-way messages to another process go in bundles (else each in its own call)
 
 
 def check_hosted_ids(topology: Topology, node_ids: Iterable[int]) -> tuple[int, ...]:
@@ -103,7 +104,7 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
         own_parameters(topology.protocol, v, config.budget)
     private_data = {v: load(config.data_paths[v], topology.protocol) for v in node_ids}
     tls = security.load_tls(config.tls_dir, expected_id=node_ids) if config.tls_dir else None
-    channels = _peer_channels(topology, tls)
+    channels = _peer_channels(topology, tls, bundled=config.bundled)
     hosts: dict[int, NodeHost] = {}
     courier = Courier(lambda peer: hosts[peer].receiver if peer in hosts else None)
 
@@ -144,12 +145,12 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
         await _close(hosts.values(), channels)
 
 
-def _peer_channels(topology: Topology, tls: security.TlsFiles | None) -> PeerChannels:
+def _peer_channels(topology: Topology, tls: security.TlsFiles | None, *, bundled: bool) -> PeerChannels:
     """Channels to the peer processes; with TLS, each verifies the lowest id published at its address."""
     if tls is None:
-        return PeerChannels(topology.address_of, chunk_bytes=topology.network.chunk_bytes)
+        return PeerChannels(topology.address_of, chunk_bytes=topology.network.chunk_bytes, bundled=bundled)
     first_id = {topology.address_of(ids[0]): ids[0] for ids in hosted_ids(topology)}
-    return PeerChannels(topology.address_of, chunk_bytes=topology.network.chunk_bytes,
+    return PeerChannels(topology.address_of, chunk_bytes=topology.network.chunk_bytes, bundled=bundled,
                         credentials=security.channel_credentials(tls),
                         options_for=lambda peer: security.channel_options(first_id[topology.address_of(peer)]))
 

@@ -32,11 +32,12 @@ RoundExchange = Callable[[int, np.ndarray], Awaitable[Mapping[int, np.ndarray]]]
 
 
 def mix(own: np.ndarray, received: Mapping[int, np.ndarray], row: Mapping[int, float], self_id: int) -> np.ndarray:
-    """Σ_w W_vw x_w with the realized row: dropped neighbours' weight goes to x_v itself."""
+    """Σ_w W_vw x_w with the realized row: dropped neighbours' weight goes to x_v itself. Summed in peer order, not
+    arrival order, so that a run's values (and its view logs) do not depend on which message came first."""
     self_weight = row[self_id] + sum(weight for peer, weight in row.items() if peer != self_id and peer not in received)
     mixed = self_weight * own
-    for peer, value in received.items():
-        mixed = mixed + row[peer] * value
+    for peer in sorted(received):
+        mixed = mixed + row[peer] * received[peer]
     return mixed
 
 

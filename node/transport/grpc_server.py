@@ -5,7 +5,9 @@ The servicer takes a message as one unary chunk or as a stream of chunks, reasse
 decode, or a chunk after the first carries an envelope), and passes it to the Receiver of
 the hosted node id it is for, once the caller's certificate names its sender
 (`node.transport.routing`). One-way messages (Deliver, Gossip) are answered
-with a Receipt; requests (Call, CallStream) with the reply the Receiver returns. The
+with a Receipt; a bundle of them (DeliverBundle, at most `MAX_BUNDLE_MESSAGES`) is handed to
+the hosted ids in one pass and answered with each message's outcome; requests (Call,
+CallStream) with the reply the Receiver returns. The
 servicer knows no message kind: adding a protocol changes nothing here. Fault injection
 (`node.transport.faults.LostAnswers`) may lose either answer once the message was handled.
 """
@@ -29,7 +31,7 @@ from node.idset import IdRanges
 from node.receiver import Receiver, Reply
 from node.refusal import Refusal, RefusalCode
 from node.transport.faults import LOST_STATUS, LostAnswers
-from node.transport.grpc_link import wire_chunks
+from node.transport.grpc_link import MAX_BUNDLE_MESSAGES, wire_chunks
 from node.transport.routing import HostedReceivers
 
 LOG = logging.getLogger("netdp.node")
@@ -68,6 +70,28 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):  # type: ignore[misc]  # generat
         if self._faults is not None and self._faults.lose_acknowledgement():
             await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
         return peer_pb2.Receipt(receiver=node_id, round=envelope.round)
+
+    async def DeliverBundle(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.BundleReceipt:
+        """A bundle of one-way messages: each checked, logged and acknowledged (or refused) on its own, in one pass."""
+        try:
+            identity = self._authenticate(context) if self._authenticate else None
+            try:
+                bundle = peer_pb2.Bundle.FromString(request)
+            except DecodeError:
+                await self._refuse(None, None, "INVALID_ARGUMENT",
+                                   f"a message is not a {peer_pb2.Bundle.DESCRIPTOR.full_name}")
+            if len(bundle.messages) > MAX_BUNDLE_MESSAGES:
+                await self._refuse(None, None, "RESOURCE_EXHAUSTED",
+                                   f"a bundle has at most {MAX_BUNDLE_MESSAGES} messages, this one "
+                                   f"{len(bundle.messages)}")
+            refusals = await self._hosted.deliver_bundle(bundle.messages, identity)
+        except Refusal as refusal:
+            await context.abort(grpc.StatusCode[refusal.code], refusal.detail)
+        if self._faults is not None and self._faults.lose_acknowledgement():
+            await context.abort(grpc.StatusCode[LOST_STATUS], "the acknowledgement was lost (fault injection)")
+        return peer_pb2.BundleReceipt(outcomes=[
+            peer_pb2.Outcome() if refusal is None else peer_pb2.Outcome(code=refusal.code, detail=refusal.detail)
+            for refusal in refusals])
 
     async def Call(self, request: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Chunk:
         reply_envelope, data = await self._answer(_parsed(_single(request)), context)
@@ -174,6 +198,8 @@ def add_peer_service(servicer: PeerServicer, server: grpc.aio.Server) -> None:
     handlers = {
         "Gossip": grpc.stream_unary_rpc_method_handler(servicer.Gossip, response_serializer=receipt),
         "Deliver": grpc.unary_unary_rpc_method_handler(servicer.Deliver, response_serializer=receipt),
+        "DeliverBundle": grpc.unary_unary_rpc_method_handler(
+            servicer.DeliverBundle, response_serializer=peer_pb2.BundleReceipt.SerializeToString),
         "Call": grpc.unary_unary_rpc_method_handler(servicer.Call, response_serializer=chunk),
         "CallStream": grpc.stream_stream_rpc_method_handler(servicer.CallStream, response_serializer=chunk),
     }

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\"\xd2\x01\n\x08\x45nvelope\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\r\x12\r\n\x05round\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x12\x13\n\x0b\x65xchange_id\x18\x06 \x01(\t\x12\r\n\x05shape\x18\x07 \x03(\r\x12\x0c\n\x04kind\x18\x08 \x01(\t\x12\x15\n\x08receiver\x18\t \x01(\rH\x00\x88\x01\x01\x12\x10\n\x08token_id\x18\n \x01(\t\x12\x0b\n\x03hop\x18\x0b \x01(\x04\x42\x0b\n\t_receiver\";\n\x05\x43hunk\x12$\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x12.netdp.v1.Envelope\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"*\n\x07Receipt\x12\x10\n\x08receiver\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\x04\x32\xc3\x01\n\x04Peer\x12(\n\x04\x43\x61ll\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk\x12\x32\n\nCallStream\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk(\x01\x30\x01\x12.\n\x06Gossip\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receipt(\x01\x12-\n\x07\x44\x65liver\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receiptb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\"\xd2\x01\n\x08\x45nvelope\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\r\x12\r\n\x05round\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x12\x13\n\x0b\x65xchange_id\x18\x06 \x01(\t\x12\r\n\x05shape\x18\x07 \x03(\r\x12\x0c\n\x04kind\x18\x08 \x01(\t\x12\x15\n\x08receiver\x18\t \x01(\rH\x00\x88\x01\x01\x12\x10\n\x08token_id\x18\n \x01(\t\x12\x0b\n\x03hop\x18\x0b \x01(\x04\x42\x0b\n\t_receiver\";\n\x05\x43hunk\x12$\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x12.netdp.v1.Envelope\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"*\n\x07Receipt\x12\x10\n\x08receiver\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\x04\"+\n\x06\x42undle\x12!\n\x08messages\x18\x01 \x03(\x0b\x32\x0f.netdp.v1.Chunk\"\'\n\x07Outcome\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"4\n\rBundleReceipt\x12#\n\x08outcomes\x18\x01 \x03(\x0b\x32\x11.netdp.v1.Outcome2\xff\x01\n\x04Peer\x12(\n\x04\x43\x61ll\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk\x12\x32\n\nCallStream\x12\x0f.netdp.v1.Chunk\x1a\x0f.netdp.v1.Chunk(\x01\x30\x01\x12.\n\x06Gossip\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receipt(\x01\x12-\n\x07\x44\x65liver\x12\x0f.netdp.v1.Chunk\x1a\x11.netdp.v1.Receipt\x12:\n\rDeliverBundle\x12\x10.netdp.v1.Bundle\x1a\x17.netdp.v1.BundleReceiptb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHUNK']._serialized_end=305
   _globals['_RECEIPT']._serialized_start=307
   _globals['_RECEIPT']._serialized_end=349
-  _globals['_PEER']._serialized_start=352
-  _globals['_PEER']._serialized_end=547
+  _globals['_BUNDLE']._serialized_start=351
+  _globals['_BUNDLE']._serialized_end=394
+  _globals['_OUTCOME']._serialized_start=396
+  _globals['_OUTCOME']._serialized_end=435
+  _globals['_BUNDLERECEIPT']._serialized_start=437
+  _globals['_BUNDLERECEIPT']._serialized_end=489
+  _globals['_PEER']._serialized_start=492
+  _globals['_PEER']._serialized_end=747
 # @@protoc_insertion_point(module_scope)

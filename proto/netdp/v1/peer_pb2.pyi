@@ -47,3 +47,23 @@ class Receipt(_message.Message):
     receiver: int
     round: int
     def __init__(self, receiver: _Optional[int] = ..., round: _Optional[int] = ...) -> None: ...
+
+class Bundle(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Chunk]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ...) -> None: ...
+
+class Outcome(_message.Message):
+    __slots__ = ("code", "detail")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    detail: str
+    def __init__(self, code: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class BundleReceipt(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[Outcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[Outcome, _Mapping]]] = ...) -> None: ...

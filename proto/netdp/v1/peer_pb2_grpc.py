@@ -54,6 +54,11 @@ class PeerStub:
                 request_serializer=netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
                 response_deserializer=netdp_dot_v1_dot_peer__pb2.Receipt.FromString,
                 _registered_method=True)
+        self.DeliverBundle = channel.unary_unary(
+                '/netdp.v1.Peer/DeliverBundle',
+                request_serializer=netdp_dot_v1_dot_peer__pb2.Bundle.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_peer__pb2.BundleReceipt.FromString,
+                _registered_method=True)
 
 
 class PeerServicer:
@@ -89,6 +94,14 @@ class PeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeliverBundle(self, request, context):
+        """Several such messages to the ids of one process in one call, answered once every one of
+        them is durably logged or refused (one group commit per bundle).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +124,11 @@ def add_PeerServicer_to_server(servicer, server):
                     servicer.Deliver,
                     request_deserializer=netdp_dot_v1_dot_peer__pb2.Chunk.FromString,
                     response_serializer=netdp_dot_v1_dot_peer__pb2.Receipt.SerializeToString,
+            ),
+            'DeliverBundle': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeliverBundle,
+                    request_deserializer=netdp_dot_v1_dot_peer__pb2.Bundle.FromString,
+                    response_serializer=netdp_dot_v1_dot_peer__pb2.BundleReceipt.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -221,6 +239,33 @@ class Peer:
             '/netdp.v1.Peer/Deliver',
             netdp_dot_v1_dot_peer__pb2.Chunk.SerializeToString,
             netdp_dot_v1_dot_peer__pb2.Receipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeliverBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netdp.v1.Peer/DeliverBundle',
+            netdp_dot_v1_dot_peer__pb2.Bundle.SerializeToString,
+            netdp_dot_v1_dot_peer__pb2.BundleReceipt.FromString,
             options,
             channel_credentials,
             insecure,
