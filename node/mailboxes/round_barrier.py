@@ -68,6 +68,7 @@ class RoundBarrier:
         self._logging: dict[int, set[int]] = defaultdict(set)  # round -> senders whose value is being logged
         self._used: set[tuple[int, int]] = set()  # (sender, round) of every value a closed round used
         self._changed: asyncio.Future[None] | None = None  # what the collector waits on; set when anything changes
+        self._neighbour_sets: dict[int, frozenset[int]] = {}  # round -> its neighbours, looked up once per round
 
     @property
     def open_round(self) -> int:
@@ -102,11 +103,18 @@ class RoundBarrier:
                           f"and node {sender} was dropped from it", names_sender=True)
         if round_index > self._open_round + self._window:
             raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
-        if sender not in self._neighbours_of_round(round_index):
+        if sender not in self._neighbour_set(round_index):
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}",
                           names_sender=True)
         self._logging[round_index].add(sender)
         return Taken((received_record(sender, message),), partial(self._settle, sender, message))
+
+    def _neighbour_set(self, round_index: int) -> frozenset[int]:
+        """The round's neighbours as a set (the schedule is fixed: each round's is read once)."""
+        neighbours = self._neighbour_sets.get(round_index)
+        if neighbours is None:
+            neighbours = self._neighbour_sets[round_index] = frozenset(self._neighbours_of_round(round_index))
+        return neighbours
 
     def _settle(self, sender: int, message: Message, logged: bool) -> None:
         """The value's record is durable (`logged`): store it; or it could not be written: free its place."""
@@ -197,6 +205,7 @@ class RoundBarrier:
         # Closed at once, with no wait between the last check and here: no value can slip in unused.
         values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
         self._logging.pop(round_index, None)
+        self._neighbour_sets.pop(round_index, None)  # a closed round takes no value any more
         self._used.update((sender, round_index) for sender in values)
         self._open_round = round_index + 1
         waited = loop.time() - started
