@@ -37,7 +37,8 @@ def unpack(data: bytes, shape: Sequence[int], *, require_finite: bool = True) ->
     array = np.frombuffer(data, dtype=WIRE_DTYPE)
     if require_finite and not math.isfinite(array @ array) and not np.isfinite(array).all():
         raise PayloadError("payload holds NaN or infinite values")
-    return array.astype(np.float64).reshape(shape)
+    array = array.astype(np.float64)  # a copy of its own, writable, whatever the byte order of this machine
+    return array if len(shape) == 1 else array.reshape(shape)
 
 
 def digest(data: bytes) -> bytes:

@@ -135,7 +135,7 @@ class Message:
     def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> Message:
         """A message whose payload was unpacked from `data`: those bytes are its packed form already."""
         message = cls(kind, message_id, payload)
-        message.__dict__["packed"] = (data, tuple(int(d) for d in payload.shape))  # the cached_property's slot
+        message.__dict__["packed"] = (data, payload.shape)  # the cached_property's slot
         return message
 
     def payload_tensor(self) -> viewlog_pb2.Tensor:

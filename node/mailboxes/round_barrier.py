@@ -158,17 +158,22 @@ class RoundBarrier:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
         loop = asyncio.get_running_loop()
         started = loop.time()
-        watcher = asyncio.create_task(self._watch_alive(round_index, fates, probe)) if probe else None
+        watchers: list[asyncio.Task[None]] = []
+        # The watcher starts only once a probe is due: a round that closes sooner costs no task.
+        timer = None if probe is None else loop.call_later(
+            PROBE_INTERVAL_S, lambda: watchers.append(loop.create_task(self._watch_alive(round_index, fates, probe))))
         try:
             return await self._close_round(round_index, deadline_s, patience_s, fates, started)
         finally:
-            if watcher is not None:
+            if timer is not None:
+                timer.cancel()
+            for watcher in watchers:
                 watcher.cancel()
 
     async def _watch_alive(self, round_index: int, fates: NeighbourFates, probe: Probe) -> None:
-        """Probe the neighbours that acknowledged but whose value is missing; file the dead ones."""
+        """Probe the neighbours that acknowledged but whose value is missing, every PROBE_INTERVAL_S from now; file
+        the dead ones."""
         while True:
-            await asyncio.sleep(PROBE_INTERVAL_S)
             waiting = [peer for peer in fates.alive if peer not in self._values.get(round_index, {})]
             answers = await asyncio.gather(*(probe(peer) for peer in waiting))
             dead = [peer for peer, answered in zip(waiting, answers) if not answered]
@@ -176,6 +181,7 @@ class RoundBarrier:
                 fates.mark_dead(peer)
             if dead:
                 await self.wake()
+            await asyncio.sleep(PROBE_INTERVAL_S)
 
     async def _close_round(self, round_index: int, deadline_s: float, patience_s: float, fates: NeighbourFates,
                            started: float) -> dict[int, np.ndarray]:
