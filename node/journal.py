@@ -77,6 +77,25 @@ def sent_record(peer: int, message: Message, delivery: Delivery) -> viewlog_pb2.
     return record
 
 
+def sent_records(messages: Iterable[tuple[int, Message, Delivery]]) -> list[viewlog_pb2.Record]:
+    """`sent_record` of each (peer, message, delivery); one message sent to many peers (a round's broadcast) is
+    built once and copied for the others, with their peer and fate."""
+    records: list[viewlog_pb2.Record] = []
+    last: tuple[Message, viewlog_pb2.Record] | None = None
+    for peer, message, delivery in messages:
+        if last is None or last[0] is not message:
+            record = sent_record(peer, message, delivery)
+            last = (message, record)
+        else:
+            record = viewlog_pb2.Record()
+            record.CopyFrom(last[1])
+            sent = record.sent
+            sent.peer = peer
+            sent.delivered, sent.attempts, sent.failure = delivery.delivered, delivery.attempts, delivery.failure
+        records.append(record)
+    return records
+
+
 def received_record(peer: int | None, message: Message) -> viewlog_pb2.Record:
     """A message this node received; `peer` None for a sender-anonymous view. Built in place, like `sent_record`."""
     record = viewlog_pb2.Record()
@@ -272,7 +291,7 @@ class Journal:
 
     async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
         """Messages and what became of each at its peer, made durable together."""
-        await self.write(*(sent_record(peer, message, delivery) for peer, message, delivery in messages))
+        await self.write(*sent_records(messages))
 
     async def received(self, peer: int | None, message: Message) -> None:
         await self.write(received_record(peer, message))
