@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -23,15 +24,21 @@ def pack(value: np.ndarray) -> tuple[bytes, tuple[int, ...]]:
 
 
 def unpack(data: bytes, shape: Sequence[int], *, require_finite: bool = True) -> np.ndarray:
-    """Inverse of pack; raises PayloadError on a length/shape mismatch or NaN/Inf."""
-    shape = tuple(int(d) for d in shape)
-    expected = int(np.prod(shape, dtype=np.int64)) * WIRE_DTYPE.itemsize
+    """Inverse of pack; raises PayloadError on a length/shape mismatch or NaN/Inf.
+
+    Runs once per received message: plain Python arithmetic for the size, and one dot product to
+    find a non-finite value (any NaN or infinity makes the sum of squares non-finite), with the
+    element-wise check only when that sum is not finite (a finite vector whose squares overflow).
+    """
+    shape = tuple(map(int, shape))
+    expected = math.prod(shape) * WIRE_DTYPE.itemsize
     if len(data) != expected:
         raise PayloadError(f"payload has {len(data)} bytes, shape {shape} needs {expected}")
-    array = np.frombuffer(data, dtype=WIRE_DTYPE).reshape(shape)
-    if require_finite and not np.isfinite(array).all():
+    array = np.frombuffer(data, dtype=WIRE_DTYPE)
+    if require_finite and not math.isfinite(array @ array) and not np.isfinite(array).all():
         raise PayloadError("payload holds NaN or infinite values")
-    return array.astype(np.float64)
+    array = array.astype(np.float64)  # a copy of its own, writable, whatever the byte order of this machine
+    return array if len(shape) == 1 else array.reshape(shape)
 
 
 def digest(data: bytes) -> bytes:

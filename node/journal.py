@@ -63,21 +63,50 @@ REPLY = Delivery(False, 0, REPLY_FAILURE)  # what a reply's sent record says of 
 
 
 def sent_record(peer: int, message: Message, delivery: Delivery) -> viewlog_pb2.Record:
-    """A message this node sent, with the full-precision payload and its fate."""
-    record = viewlog_pb2.MessageSent(peer=peer, kind=_logged_kind(message.kind), payload=message.payload_tensor(),
-                                     delivered=delivery.delivered, attempts=delivery.attempts,
-                                     failure=delivery.failure)
-    message.id.fill(record)
-    return viewlog_pb2.Record(sent=record)
+    """A message this node sent, with the full-precision payload and its fate.
+
+    Built in place (one record per message and peer: no sub-message is built apart and copied in)."""
+    record = viewlog_pb2.Record()
+    sent = record.sent
+    sent.peer = peer
+    if message.kind != GOSSIP:
+        sent.kind = message.kind
+    message.fill_tensor(sent.payload)
+    sent.delivered, sent.attempts, sent.failure = delivery.delivered, delivery.attempts, delivery.failure
+    message.id.fill(sent)
+    return record
+
+
+def sent_records(messages: Iterable[tuple[int, Message, Delivery]]) -> list[viewlog_pb2.Record]:
+    """`sent_record` of each (peer, message, delivery); one message sent to many peers (a round's broadcast) is
+    built once and copied for the others, with their peer and fate."""
+    records: list[viewlog_pb2.Record] = []
+    last: tuple[Message, viewlog_pb2.Record] | None = None
+    for peer, message, delivery in messages:
+        if last is None or last[0] is not message:
+            record = sent_record(peer, message, delivery)
+            last = (message, record)
+        else:
+            record = viewlog_pb2.Record()
+            record.CopyFrom(last[1])
+            sent = record.sent
+            sent.peer = peer
+            sent.delivered, sent.attempts, sent.failure = delivery.delivered, delivery.attempts, delivery.failure
+        records.append(record)
+    return records
 
 
 def received_record(peer: int | None, message: Message) -> viewlog_pb2.Record:
-    """A message this node received; `peer` None for a sender-anonymous view."""
-    record = viewlog_pb2.MessageReceived(kind=_logged_kind(message.kind), payload=message.payload_tensor())
+    """A message this node received; `peer` None for a sender-anonymous view. Built in place, like `sent_record`."""
+    record = viewlog_pb2.Record()
+    received = record.received
     if peer is not None:
-        record.peer = peer
-    message.id.fill(record)
-    return viewlog_pb2.Record(received=record)
+        received.peer = peer
+    if message.kind != GOSSIP:
+        received.kind = message.kind
+    message.fill_tensor(received.payload)
+    message.id.fill(received)
+    return record
 
 
 def exchange_record(exchange_id: str, peer: int, sequence: int, role: str, phase: str, *, reason: str = "",
@@ -167,14 +196,19 @@ class GroupCommit:
                 by_log: dict[ViewLogWriter, list[viewlog_pb2.Record]] = {}
                 for writer, records, _ in group:
                     by_log.setdefault(writer, []).extend(records)
-                outcomes = await asyncio.gather(*(loop.run_in_executor(log_writers(), writer.append_many, records)
-                                                  for writer, records in by_log.items()), return_exceptions=True)
-                failures = dict(zip(by_log, outcomes))
+                # One job per writer thread, each appending to its share of the logs in turn: as many fsyncs in
+                # flight as with a job per log, without a job, a future and a wake-up of the loop per log.
+                logs = list(by_log.items())
+                shares = [logs[first::LOG_WRITER_THREADS] for first in range(min(LOG_WRITER_THREADS, len(logs)))]
+                done = await asyncio.gather(*(loop.run_in_executor(log_writers(), _append_each, share)
+                                              for share in shares))
+                failures = {writer: failure for share, outcomes in zip(shares, done)
+                            for (writer, _), failure in zip(share, outcomes)}
                 for writer, _, durable in group:
                     if durable.done():  # its caller gave up waiting; the records went out all the same
                         continue
                     failure = failures[writer]
-                    if isinstance(failure, BaseException):  # every caller of that log's write hears of it
+                    if failure is not None:  # every caller of that log's write hears of it
                         durable.set_exception(failure)
                     else:
                         durable.set_result(None)
@@ -184,6 +218,20 @@ class GroupCommit:
             for _, _, durable in group + self._waiting:  # cancelled itself: so are the appends it still owed
                 durable.cancel()
             self._waiting = []
+
+
+def _append_each(logs: Sequence[tuple[ViewLogWriter, Sequence[viewlog_pb2.Record]]]) -> list[Exception | None]:
+    """Append and fsync each log's records, one log after another (a writer thread's share of a commit); per log,
+    None once durable, else what failed (the others are written all the same)."""
+    failures: list[Exception | None] = []
+    for writer, records in logs:
+        try:
+            writer.append_many(records)
+        except Exception as error:  # noqa: BLE001 - handed to that log's callers
+            failures.append(error)
+        else:
+            failures.append(None)
+    return failures
 
 
 _commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupCommit] = weakref.WeakKeyDictionary()
@@ -243,7 +291,7 @@ class Journal:
 
     async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
         """Messages and what became of each at its peer, made durable together."""
-        await self.write(*(sent_record(peer, message, delivery) for peer, message, delivery in messages))
+        await self.write(*sent_records(messages))
 
     async def received(self, peer: int | None, message: Message) -> None:
         await self.write(received_record(peer, message))

@@ -29,6 +29,8 @@ MAX_FIELD_CHARS: dict[str, int] = {
     "exchange_id": 64,  # "<initiator>-<sequence>"
     "token_id": 64,
 }
+# A string field holds at most as many characters as the serialized envelope has bytes.
+_SHORTEST_LIMIT = min(MAX_FIELD_CHARS.values())
 
 IdScheme = Literal["round", "exchange", "hop", "sequence", "none"]
 SCHEME_FIELDS: dict[IdScheme, frozenset[str]] = {
@@ -66,23 +68,40 @@ class MessageId:
         return cls(int(source.round), int(source.sequence), source.exchange_id, source.token_id, int(source.hop))
 
     def fill(self, target: IdFields) -> None:
-        """Write the id into an envelope or a log record."""
-        for name in ID_FIELDS:
-            setattr(target, name, getattr(self, name))
+        """Write the id into an envelope or a log record (an unset field is left at its default, which it has)."""
+        if self.round:
+            target.round = self.round
+        if self.sequence:
+            target.sequence = self.sequence
+        if self.exchange_id:
+            target.exchange_id = self.exchange_id
+        if self.token_id:
+            target.token_id = self.token_id
+        if self.hop:
+            target.hop = self.hop
 
     def outside(self, scheme: IdScheme) -> list[str]:
         """The fields this id sets that `scheme` does not use."""
-        allowed = SCHEME_FIELDS[scheme]
-        return [name for name in ID_FIELDS if name not in allowed and getattr(self, name) != getattr(UNSET, name)]
+        return stray_fields(self, scheme)
 
 
 # Every message is stamped and checked field by field: the names are looked up once, not per message.
 ID_FIELDS = tuple(f.name for f in fields(MessageId))
-UNSET = MessageId()
+# Per scheme, the id fields it leaves unset (every unset field is 0 or empty).
+UNUSED_FIELDS: dict[IdScheme, tuple[str, ...]] = {
+    scheme: tuple(name for name in ID_FIELDS if name not in used) for scheme, used in SCHEME_FIELDS.items()
+}
+
+
+def stray_fields(source: IdFields | MessageId, scheme: IdScheme) -> list[str]:
+    """The id fields an envelope, record or MessageId sets that `scheme` does not use (read in place, no copy)."""
+    return [name for name in UNUSED_FIELDS[scheme] if getattr(source, name)]
 
 
 def oversized_field(envelope: peer_pb2.Envelope) -> str | None:
     """The first string field of `envelope` longer than its published maximum, or None."""
+    if envelope.ByteSize() <= _SHORTEST_LIMIT:  # no string of it can be longer: the usual envelope
+        return None
     for name, limit in MAX_FIELD_CHARS.items():
         if len(getattr(envelope, name)) > limit:
             return name
@@ -116,20 +135,30 @@ class Message:
     def decoded(cls, kind: str, message_id: MessageId, payload: np.ndarray, data: bytes) -> Message:
         """A message whose payload was unpacked from `data`: those bytes are its packed form already."""
         message = cls(kind, message_id, payload)
-        message.__dict__["packed"] = (data, tuple(int(d) for d in payload.shape))  # the cached_property's slot
+        message.__dict__["packed"] = (data, payload.shape)  # the cached_property's slot
         return message
 
     def payload_tensor(self) -> viewlog_pb2.Tensor:
         """The payload as a log record's tensor, from the packed bytes."""
+        tensor = viewlog_pb2.Tensor()
+        self.fill_tensor(tensor)
+        return tensor
+
+    def fill_tensor(self, tensor: viewlog_pb2.Tensor) -> None:
+        """Write the payload into a record's (empty) tensor field in place, from the packed bytes; the field is set
+        even for an empty payload."""
         data, shape = self.packed
-        return viewlog_pb2.Tensor(shape=shape, data=data)
+        tensor.SetInParent()
+        tensor.shape.extend(shape)
+        tensor.data = data
 
 
 def to_wire(message: Message, *, run_id: str, protocol: str, sender: int, receiver: int
             ) -> tuple[peer_pb2.Envelope, bytes]:
     """The envelope and packed payload of a message from `sender` to `receiver`."""
     data, shape = message.packed
-    envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, receiver=receiver,
-                                 kind="" if message.kind == GOSSIP else message.kind, shape=shape)
+    envelope = peer_pb2.Envelope(run_id=run_id, protocol=protocol, sender=sender, receiver=receiver, shape=shape)
+    if message.kind != GOSSIP:
+        envelope.kind = message.kind
     message.id.fill(envelope)
     return envelope, data

@@ -22,7 +22,17 @@ from netdp.v1 import peer_pb2
 from node.codec import PayloadError, unpack
 from node.journal import Journal, rejected_record
 from node.mailboxes.quick_path import Taken, Taker
-from node.message import GOSSIP, MAX_FIELD_CHARS, IdScheme, Message, MessageId, kind_of, oversized_field, to_wire
+from node.message import (
+    GOSSIP,
+    MAX_FIELD_CHARS,
+    IdScheme,
+    Message,
+    MessageId,
+    kind_of,
+    oversized_field,
+    stray_fields,
+    to_wire,
+)
 from node.refusal import Refusal
 from node.topology import Topology
 
@@ -148,12 +158,13 @@ class Receiver:
             sender = self._check_envelope(envelope, authenticated_sender)
         except Refusal as refusal:
             return self._refused(envelope, refusal, self._arrived_message(envelope, data))
-        rule = self._rules[kind_of(envelope)]
+        kind = kind_of(envelope)
+        rule = self._rules[kind]
         if rule.take is None or rule.call_only:
             return None
         message: Message | None = None
         try:
-            message = Message.decoded(kind_of(envelope), MessageId.of(envelope), self._decode(envelope, data), data)
+            message = Message.decoded(kind, MessageId.of(envelope), self._decode(envelope, data), data)
             return rule.take(None if rule.anonymous else sender, message)
         except Refusal as refusal:
             return self._refused(envelope, refusal, message)
@@ -239,7 +250,7 @@ class Receiver:
         shape = (self._dimension,) if rule.payload else (0,)
         if tuple(envelope.shape) != shape:
             raise Refusal("INVALID_ARGUMENT", f"shape {_quoted(tuple(envelope.shape))}, expected {shape}")
-        stray = MessageId.of(envelope).outside(rule.scheme)
+        stray = stray_fields(envelope, rule.scheme)
         if stray:
             what = ("a gossip message is synchronous: it carries no" if kind == GOSSIP
                     else f"a {kind} message carries no")

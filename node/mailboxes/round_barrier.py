@@ -68,6 +68,7 @@ class RoundBarrier:
         self._logging: dict[int, set[int]] = defaultdict(set)  # round -> senders whose value is being logged
         self._used: set[tuple[int, int]] = set()  # (sender, round) of every value a closed round used
         self._changed: asyncio.Future[None] | None = None  # what the collector waits on; set when anything changes
+        self._neighbour_sets: dict[int, frozenset[int]] = {}  # round -> its neighbours, looked up once per round
 
     @property
     def open_round(self) -> int:
@@ -102,11 +103,18 @@ class RoundBarrier:
                           f"and node {sender} was dropped from it", names_sender=True)
         if round_index > self._open_round + self._window:
             raise Refusal("OUT_OF_RANGE", f"round {round_index} is too far ahead (now at {self._open_round})")
-        if sender not in self._neighbours_of_round(round_index):
+        if sender not in self._neighbour_set(round_index):
             raise Refusal("PERMISSION_DENIED", f"node {sender} is not a neighbour in round {round_index}",
                           names_sender=True)
         self._logging[round_index].add(sender)
         return Taken((received_record(sender, message),), partial(self._settle, sender, message))
+
+    def _neighbour_set(self, round_index: int) -> frozenset[int]:
+        """The round's neighbours as a set (the schedule is fixed: each round's is read once)."""
+        neighbours = self._neighbour_sets.get(round_index)
+        if neighbours is None:
+            neighbours = self._neighbour_sets[round_index] = frozenset(self._neighbours_of_round(round_index))
+        return neighbours
 
     def _settle(self, sender: int, message: Message, logged: bool) -> None:
         """The value's record is durable (`logged`): store it; or it could not be written: free its place."""
@@ -150,17 +158,22 @@ class RoundBarrier:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
         loop = asyncio.get_running_loop()
         started = loop.time()
-        watcher = asyncio.create_task(self._watch_alive(round_index, fates, probe)) if probe else None
+        watchers: list[asyncio.Task[None]] = []
+        # The watcher starts only once a probe is due: a round that closes sooner costs no task.
+        timer = None if probe is None else loop.call_later(
+            PROBE_INTERVAL_S, lambda: watchers.append(loop.create_task(self._watch_alive(round_index, fates, probe))))
         try:
             return await self._close_round(round_index, deadline_s, patience_s, fates, started)
         finally:
-            if watcher is not None:
+            if timer is not None:
+                timer.cancel()
+            for watcher in watchers:
                 watcher.cancel()
 
     async def _watch_alive(self, round_index: int, fates: NeighbourFates, probe: Probe) -> None:
-        """Probe the neighbours that acknowledged but whose value is missing; file the dead ones."""
+        """Probe the neighbours that acknowledged but whose value is missing, every PROBE_INTERVAL_S from now; file
+        the dead ones."""
         while True:
-            await asyncio.sleep(PROBE_INTERVAL_S)
             waiting = [peer for peer in fates.alive if peer not in self._values.get(round_index, {})]
             answers = await asyncio.gather(*(probe(peer) for peer in waiting))
             dead = [peer for peer, answered in zip(waiting, answers) if not answered]
@@ -168,6 +181,7 @@ class RoundBarrier:
                 fates.mark_dead(peer)
             if dead:
                 await self.wake()
+            await asyncio.sleep(PROBE_INTERVAL_S)
 
     async def _close_round(self, round_index: int, deadline_s: float, patience_s: float, fates: NeighbourFates,
                            started: float) -> dict[int, np.ndarray]:
@@ -197,6 +211,7 @@ class RoundBarrier:
         # Closed at once, with no wait between the last check and here: no value can slip in unused.
         values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
         self._logging.pop(round_index, None)
+        self._neighbour_sets.pop(round_index, None)  # a closed round takes no value any more
         self._used.update((sender, round_index) for sender in values)
         self._open_round = round_index + 1
         waited = loop.time() - started

@@ -32,6 +32,9 @@ class Settled:
     refusal: Refusal | None = None
 
 
+TAKEN = Settled()  # what most messages of a bundle become: one shared outcome
+
+
 async def accept_bundle(items: Sequence[tuple[Receiver, peer_pb2.Envelope, bytes, int | None]]
                         ) -> list[Settled | None]:
     """Check, log and apply a bundle of one-way messages (receiver, envelope, payload, authenticated sender) in
@@ -55,8 +58,10 @@ async def accept_bundle(items: Sequence[tuple[Receiver, peer_pb2.Envelope, bytes
             continue
         logged = failures.get(receiver.journal) is None
         took.settle(logged)
-        settled.append(Settled(took.refusal if logged else
-                               Refusal("UNAVAILABLE", "the receiving node could not log the message")))
+        if not logged:
+            settled.append(Settled(Refusal("UNAVAILABLE", "the receiving node could not log the message")))
+        else:
+            settled.append(TAKEN if took.refusal is None else Settled(took.refusal))
     return settled
 
 
@@ -72,7 +77,7 @@ async def accept_in_process(receiver: Receiver, envelope: peer_pb2.Envelope, dat
         raise LinkError("DEADLINE_EXCEEDED", "peer did not answer in time") from None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per message: plain slots, no frozen set-up
 class _Posted:
     receiver: Receiver
     envelope: peer_pb2.Envelope
