@@ -6,9 +6,13 @@ the desk is its implementation, and knows nothing of gRPC:
 
 * as initiator, `initiate` waits until the desk is free, proposes, and on the peer's
   value logs `committed` (the commit point), applies `combine`, then delivers its decision;
-* as responder, the handlers decline while the desk is busy, otherwise accept and wait
-  (in doubt) for the initiator's decision; a responder left in doubt asks the initiator
-  and aborts if it cannot be reached.
+* as responder, the handlers accept a proposal when the desk is free and wait (in doubt)
+  for the initiator's decision; a responder left in doubt asks the initiator and aborts if
+  it cannot be reached. A proposal to a busy desk waits for it a short while if it comes
+  from a lower id, and is declined otherwise (or when the wait runs out): nodes that all
+  tick fast are nearly always busy initiating, so declining every proposal to a busy desk
+  would decline almost all of them, while waiting only up the order of ids can never
+  close a cycle of nodes each waiting for the next.
 
 Every decision is idempotent by exchange id: a retried commit or abort changes nothing.
 An exchange id is "<initiator>-<initiator's sequence>", and every message of the exchange
@@ -51,6 +55,9 @@ Outcome = Literal["committed", "declined", "aborted"]
 Combine = Callable[[np.ndarray, np.ndarray], np.ndarray]
 # Attempts at asking an unreachable initiator for its decision before the responder aborts.
 STATUS_ATTEMPTS = 3
+# Of the initiator's timeout, how long a proposal may wait for a busy desk (from a lower id only) before it is
+# declined: short enough that the initiator hears the answer long before it gives up.
+PROPOSAL_WAIT_FRACTION = 0.25
 
 
 def exchange_id_of(initiator: int, sequence: int) -> str:
@@ -105,6 +112,7 @@ class ExchangeDesk:
         self._busy = asyncio.Lock()  # held by an initiator's whole exchange or a responder's doubt
         self._state = asyncio.Lock()  # guards the desk's records against concurrent handlers
         self._pending: Pending | None = None
+        self._waiting: set[str] = set()  # proposals waiting for the desk, by exchange id
         self._settled: dict[str, bool] = {}  # responder: exchange id -> committed?
         self._decisions: dict[str, Decision] = {}  # initiator: exchange id -> where it stands
         self._doubt: asyncio.Task[None] | None = None
@@ -192,7 +200,7 @@ class ExchangeDesk:
     # --- responder -----------------------------------------------------------------------
 
     async def on_propose(self, sender: int, message: Message) -> Message:
-        """Handler of PROPOSE: accept (reply with our value) or decline while busy."""
+        """Handler of PROPOSE: accept (reply with our value) once the desk is ours, or decline while busy."""
         exchange_id = message.id.exchange_id
         if exchange_id != exchange_id_of(sender, message.id.sequence):
             raise Refusal("INVALID_ARGUMENT", f"a proposal of node {sender} at its sequence {message.id.sequence} "
@@ -207,20 +215,53 @@ class ExchangeDesk:
                 return reply
             if exchange_id in self._settled:
                 raise Refusal("ALREADY_EXISTS", f"exchange {exchange_id} is already settled here")
-            if self._busy.locked() or self.value is None:
-                reason = "not started yet" if self.value is None else "in another exchange"
-                await self._journal.write(exchange_record(exchange_id, sender, 0, "responder", "declined",
-                                                          reason=reason))
-                self.declined += 1
-                return Message(DECLINE, message.id)
-            await self._busy.acquire()
-            self.sequence += 1
-            self._pending = Pending(message.id, sender, self.sequence)
-            reply = Message(ACCEPT, MessageId(sequence=self.sequence, exchange_id=exchange_id), self.opened_value)
-            await self._journal.write(exchange_record(exchange_id, sender, self.sequence, "responder", "accepted"),
-                                      sent_record(sender, reply, REPLY))
-            self._doubt = asyncio.create_task(self._resolve_doubt(self._pending))
-            return reply
+            if self.value is None:
+                return await self._decline(sender, message, "not started yet")
+            if exchange_id in self._waiting or self._busy.locked() and sender > self.node_id:
+                return await self._decline(sender, message, "in another exchange")
+            self._waiting.add(exchange_id)
+        try:  # outside the state lock: the exchange that holds the desk must be able to settle meanwhile
+            held = await self._wait_for_desk()
+        finally:
+            self._waiting.discard(exchange_id)
+        try:
+            await self._state.acquire()
+        except asyncio.CancelledError:
+            if held:
+                self._busy.release()
+            raise
+        try:
+            if not held:
+                return await self._decline(sender, message, "in another exchange")
+            return await self._accept(sender, message)
+        finally:
+            self._state.release()
+
+    async def _wait_for_desk(self) -> bool:
+        """Take the desk for a proposal if it frees within a fraction of the initiator's timeout."""
+        try:
+            return await asyncio.wait_for(self._busy.acquire(), self._timeout_s * PROPOSAL_WAIT_FRACTION)
+        except TimeoutError:
+            return False
+
+    async def _decline(self, sender: int, message: Message, reason: str) -> Message:
+        """Log and answer a declined proposal (under the state lock)."""
+        await self._journal.write(exchange_record(message.id.exchange_id, sender, 0, "responder", "declined",
+                                                  reason=reason))
+        self.declined += 1
+        return Message(DECLINE, message.id)
+
+    async def _accept(self, sender: int, message: Message) -> Message:
+        """Accept a proposal once the desk is held for it: reply with our value and await the decision (under
+        the state lock). The doubt is watched from the start, so a desk left by a cancelled reply frees itself."""
+        exchange_id = message.id.exchange_id
+        self.sequence += 1
+        self._pending = Pending(message.id, sender, self.sequence)
+        self._doubt = asyncio.create_task(self._resolve_doubt(self._pending))
+        reply = Message(ACCEPT, MessageId(sequence=self.sequence, exchange_id=exchange_id), self.opened_value)
+        await self._journal.write(exchange_record(exchange_id, sender, self.sequence, "responder", "accepted"),
+                                  sent_record(sender, reply, REPLY))
+        return reply
 
     async def on_commit(self, sender: int, message: Message) -> None:
         """Handler of COMMIT: apply the average of the exchange we accepted."""

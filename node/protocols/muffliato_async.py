@@ -6,8 +6,9 @@ their values by the pair's average, atomically for both sides.
 
 Commit rule (initiator decides, presumed abort):
 1. the initiator logs `proposed` and calls the peer with `exchange.propose` (no payload);
-2. a busy peer answers `exchange.decline`; a free one locks itself, logs `accepted` and
-   answers `exchange.accept` with its value;
+2. a busy peer answers `exchange.decline` (to a lower id, only if it stays busy a fraction
+   of the timeout); a free one locks itself, logs `accepted` and answers `exchange.accept`
+   with its value;
 3. the initiator, on that reply, logs the received value and `committed` (the commit
    point), applies the average, then delivers `exchange.commit` with its own value; the
    responder logs it, `committed`, applies the average and unlocks. An initiator that gets

@@ -90,6 +90,37 @@ async def test_a_busy_desk_declines_and_a_commit_applies_the_average_once(desk):
     assert stranger.value.code == "FAILED_PRECONDITION"
 
 
+async def test_a_proposal_from_a_lower_id_waits_for_the_busy_desk_and_one_from_a_higher_id_is_declined(tmp_path):
+    """Waiting only up the order of ids cannot close a cycle; the waiter gets the value the first exchange left."""
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=1))
+    desk = ExchangeDesk(1, average, journal, UnreachableOutbox(), timeout_s=1.0, attempts=2)
+    desk.open(np.array([2.0, 4.0]))
+    assert (await desk.on_propose(2, proposal(2, 1))).kind == ACCEPT
+    assert (await desk.on_propose(3, proposal(3, 1))).kind == DECLINE  # higher id: declined at once
+    waiting = asyncio.ensure_future(desk.on_propose(0, proposal(0, 1)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await desk.on_commit(2, Message(COMMIT, MessageId(sequence=1, exchange_id="2-1"), np.array([0.0, 0.0])))
+    second = await asyncio.wait_for(waiting, timeout=1.0)
+    assert second.kind == ACCEPT and second.id.sequence == 2 and np.array_equal(second.payload, [1.0, 2.0])
+    await desk.on_commit(0, Message(COMMIT, MessageId(sequence=1, exchange_id="0-1"), np.array([3.0, 2.0])))
+    assert np.array_equal(desk.value, [2.0, 2.0])
+    journal.close()
+    phases = [(event.exchange_id, event.phase) for event in read_log(tmp_path / VIEW_LOG_NAME).of_kind("exchange")]
+    assert phases == [("2-1", "accepted"), ("3-1", "declined"), ("2-1", "committed"), ("0-1", "accepted"),
+                      ("0-1", "committed")]
+
+
+async def test_a_proposal_waits_for_a_busy_desk_only_a_fraction_of_the_timeout(tmp_path):
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=1))
+    desk = ExchangeDesk(1, average, journal, UnreachableOutbox(), timeout_s=0.2, attempts=2)
+    desk.open(np.array([2.0, 4.0]))
+    assert (await desk.on_propose(2, proposal(2, 1))).kind == ACCEPT
+    assert (await asyncio.wait_for(desk.on_propose(0, proposal(0, 1)), timeout=0.2)).kind == DECLINE
+    await desk.on_commit(2, Message(COMMIT, MessageId(sequence=1, exchange_id="2-1"), np.array([0.0, 0.0])))
+    journal.close()
+
+
 async def test_a_responder_in_doubt_aborts_when_the_initiator_cannot_be_reached(desk, tmp_path):
     await desk.on_propose(0, proposal(0, 1))
     await asyncio.wait_for(desk.drain(), timeout=5.0)
