@@ -159,7 +159,9 @@ def central_path(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     decrement), which keeps Z ≻ 0 (the barrier is self-concordant); μ is multiplied by MU_FACTOR
     once centred, down to BARRIER_END of the block's scale. On the path G = μ Z⁻¹ is primal
     feasible (diag G = 1) and Σ y − ⟨X, G⟩ = Tμ. A block whose step would leave Z ≻ 0 in floating
-    point keeps its last y.
+    point, or whose Z can no longer be inverted in floating point (near the path's end, with steps
+    that do not exist padding the block), keeps its last y: the bound `dual_upper` makes of it holds
+    at any y.
     """
     count, steps = blocks.shape[:2]
     scale = np.maximum(np.abs(blocks).sum(axis=(-2, -1)) / steps, np.finfo(float).tiny)
@@ -169,8 +171,8 @@ def central_path(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     while running.any():
         for _ in range(NEWTON_STEPS):
             index = np.flatnonzero(running)
-            moved, decrement = _newton_step(blocks[index], y[index], mu[index])
-            inside = _positive_definite(_slack(blocks[index], moved))
+            moved, decrement, invertible = _newton_step(blocks[index], y[index], mu[index])
+            inside = invertible & _positive_definite(_slack(blocks[index], moved))
             y[index[inside]] = moved[inside]
             running[index[~inside]] = False
             if np.all(decrement[inside] < NEWTON_TOL):
@@ -180,20 +182,24 @@ def central_path(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         target = np.maximum(mu[index] * MU_FACTOR, end[index])
         y[index] = _predicted(blocks[index], y[index], mu[index], target)
         mu[index] = target
-    return y, mu[:, None, None] * np.linalg.inv(_slack(blocks, y))
+    return y, mu[:, None, None] * _inverses(_slack(blocks, y))[0]
 
 
 def _predicted(blocks: np.ndarray, y: np.ndarray, mu: np.ndarray, target: np.ndarray) -> np.ndarray:
     """y moved along the central path's tangent from μ to `target` (where that keeps Z ≻ 0), so that few Newton
-    steps centre it there: on the path 1/μ = diag(Z⁻¹), so dy/dμ = (Z⁻¹ ∘ Z⁻¹)⁻¹ 1/μ²."""
-    inverse = np.linalg.inv(_slack(blocks, y))
-    tangent = np.linalg.solve(inverse * inverse, np.ones((*y.shape, 1)))[..., 0] / mu[:, None] ** 2
+    steps centre it there: on the path 1/μ = diag(Z⁻¹), so dy/dμ = (Z⁻¹ ∘ Z⁻¹)⁻¹ 1/μ². A block whose Z cannot be
+    inverted stays where it is."""
+    inverse, invertible = _inverses(_slack(blocks, y))
     predicted = y.copy()
-    waiting = np.arange(len(y))
+    moving = np.flatnonzero(invertible)
+    inverse = inverse[moving]
+    tangent = np.linalg.solve(inverse * inverse, np.ones((len(moving), y.shape[1], 1)))[..., 0] / mu[moving, None] ** 2
+    waiting = np.arange(len(moving))
     for fraction in PREDICTOR_FRACTIONS:
-        moved = y[waiting] + fraction * (target - mu)[waiting, None] * tangent[waiting]
-        inside = _positive_definite(_slack(blocks[waiting], moved))
-        predicted[waiting[inside]] = moved[inside]
+        chosen = moving[waiting]
+        moved = y[chosen] + fraction * (target - mu)[chosen, None] * tangent[waiting]
+        inside = _positive_definite(_slack(blocks[chosen], moved))
+        predicted[chosen[inside]] = moved[inside]
         waiting = waiting[~inside]
     return predicted
 
@@ -208,14 +214,36 @@ def _positive_definite(matrices: np.ndarray) -> np.ndarray:
     return np.ones(len(matrices), dtype=bool)
 
 
-def _newton_step(blocks: np.ndarray, y: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the damped Newton point, the Newton decrement) of Σ y/μ − log det Z: gradient 1/μ − diag(Z⁻¹), Hessian
-    Z⁻¹ ∘ Z⁻¹ (positive definite, Schur's product theorem)."""
-    inverse = np.linalg.inv(_slack(blocks, y))
-    gradient = 1.0 / mu[:, None] - np.diagonal(inverse, axis1=-2, axis2=-1)
+def _newton_step(blocks: np.ndarray, y: np.ndarray,
+                 mu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the damped Newton point, the Newton decrement, whether Z could be inverted) of Σ y/μ − log det Z: gradient
+    1/μ − diag(Z⁻¹), Hessian Z⁻¹ ∘ Z⁻¹ (positive definite, Schur's product theorem). A block whose Z cannot be
+    inverted keeps its y, with decrement 0."""
+    inverse, invertible = _inverses(_slack(blocks, y))
+    moved, decrement = y.copy(), np.zeros(len(y))
+    stepping = np.flatnonzero(invertible)
+    inverse = inverse[stepping]
+    gradient = 1.0 / mu[stepping, None] - np.diagonal(inverse, axis1=-2, axis2=-1)
     step = -np.linalg.solve(inverse * inverse, gradient[..., None])[..., 0]
-    decrement = np.sqrt(np.maximum(-np.sum(gradient * step, axis=-1), 0.0))
-    return y + step / (1.0 + decrement)[:, None], decrement
+    decrement[stepping] = np.sqrt(np.maximum(-np.sum(gradient * step, axis=-1), 0.0))
+    moved[stepping] = y[stepping] + step / (1.0 + decrement[stepping])[:, None]
+    return moved, decrement, invertible
+
+
+def _inverses(matrices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(every matrix of a stack inverted, whether each could be in floating point): one that cannot (a pivot
+    rounds to 0) gets its pseudo-inverse and False, so that it alone stops rather than the whole stack."""
+    try:
+        return np.linalg.inv(matrices), np.ones(len(matrices), dtype=bool)
+    except np.linalg.LinAlgError:
+        pass
+    inverse, invertible = np.empty_like(matrices), np.ones(len(matrices), dtype=bool)
+    for index, matrix in enumerate(matrices):
+        try:
+            inverse[index] = np.linalg.inv(matrix)
+        except np.linalg.LinAlgError:
+            inverse[index], invertible[index] = np.linalg.pinv(matrix, hermitian=True), False
+    return inverse, invertible
 
 
 def _slack(blocks: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -154,3 +154,21 @@ def test_the_lower_end_reads_the_standard_blocks_and_the_upper_the_fine_ones() -
     centred = np.eye(3) - 1 / 3
     interval = direction_interval((0.9 * centred)[None], centred[None], 2)
     assert interval.lower[0] == pytest.approx(2.7, rel=RTOL) and interval.upper[0] == pytest.approx(3.0, rel=RTOL)
+
+
+def test_a_padded_block_whose_slack_rounds_to_singular_stops_alone() -> None:
+    # A walk observer's block from a full-scale icml2024-fig1 calibration (random geometric graph, n = 16): two
+    # pairs of identical steps, rounding noise between them, padded with 47 steps that do not exist. Near the
+    # barrier's end its Z = Diag(y) − X passes Cholesky but an LU pivot rounds to 0.
+    rounding = -float.fromhex("0x1.2bfd3e10e22fep-53")
+    block = np.zeros((51, 51))
+    block[:2, :2], block[2:4, 2:4] = 1 / 17, 1 / 31
+    block[:2, 2:4] = block[2:4, :2] = rounding
+    settled = np.diag([0.5, 0.25, 0.0])[None].repeat(2, axis=0)  # blocks settled by the cheap bounds, beside it
+    stack = np.zeros((3, 51, 51))
+    stack[0], stack[1, :3, :3], stack[2, :3, :3] = block, settled[0], np.ones((3, 3)) - 4 * np.eye(3)
+    interval = direction_interval(stack, stack, 3)
+    value = 4 / 17 + 4 / 31  # each identical pair aligned, the pairs orthogonal
+    assert interval.lower[0] <= value * (1 + 1e-9) and interval.upper[0] >= value * (1 - 1e-9)
+    assert interval.upper[0] - interval.lower[0] <= 1e-9 * value
+    assert interval.upper[1] == pytest.approx(0.75)
