@@ -20,7 +20,9 @@ from bench.figures import Row, Sizes
 from bench.isolate import Measured
 from bench.viewlogs import round_seconds
 from bench.virtual import DIMENSION, hypercube_muffliato
+from coordinator_tools.cluster.virtual import LOGS_PER_NODE
 from coordinator_tools.dataprep.datasets import synthetic_values
+from node.logfiles import fit_shared_pool
 from node.noise import make_samplers
 from node.transport.inprocess import run_inprocess
 
@@ -29,6 +31,7 @@ def run_once(n: int, rounds: int, *, bundled: bool) -> dict:
     """One in-process run: its median s/round, wall and CPU seconds, and drop-outs."""
     topology = hypercube_muffliato(n, rounds, [f"127.0.0.1:{20000 + v}" for v in range(n)])
     values = synthetic_values(n, DIMENSION, 1.0, 1)
+    fit_shared_pool(LOGS_PER_NODE * n)  # as `netdp run --virtual` does
     with tempfile.TemporaryDirectory(prefix=f"netdp-bench-bundles-{n}-") as folder:
         wall, cpu = time.perf_counter(), time.process_time()
         asyncio.run(run_inprocess(topology, values, Path(folder), lambda v: make_samplers("simulation", v),

@@ -4,9 +4,12 @@ A networked node keeps two logs, so both stay open for the whole run, exactly as
 writer held its own descriptor. A process that hosts many virtual nodes (`netdp run
 --virtual`) has two logs per node: the pool keeps at most `capacity` of them open, closes
 the least recently used idle one when it needs a slot, and reopens a log in append mode
-on its next append. Durability is untouched: a writer only gives its descriptor back after
-its write and fsync have returned, and a descriptor is only ever closed while nobody uses
-it, so nothing unsynced is ever left behind in a closed descriptor.
+on its next append. Reopening costs an open and a close per group commit, so such a process
+first fits the pool to every log it will write (`fit_shared_pool`) when the open-file limit
+allows, and the pool only evicts when it does not. Durability is untouched: a writer only
+gives its descriptor back after its write and fsync have returned, and a descriptor is only
+ever closed while nobody uses it, so nothing unsynced is ever left behind in a closed
+descriptor.
 
 Thread-safe: appends run in worker threads. A writer holds at most one descriptor at a
 time and releases it before asking for another, so waiting for a free slot (every slot in
@@ -16,13 +19,15 @@ use at once, more concurrent appends than `capacity`) cannot deadlock.
 from __future__ import annotations
 
 import os
+import resource
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 DEFAULT_CAPACITY = 64
-CAPACITY_ENV = "NETDP_OPEN_LOGS"  # overrides DEFAULT_CAPACITY for the process-wide pool
+CAPACITY_ENV = "NETDP_OPEN_LOGS"  # overrides DEFAULT_CAPACITY for the process-wide pool (and its fitting)
+SPARE_DESCRIPTORS = 256  # left to everything else a process opens (data files, sockets, the event loop)
 
 
 class LogHandlePool:
@@ -41,6 +46,13 @@ class LogHandlePool:
     def open_count(self) -> int:
         with self._changed:
             return self._open_locked()
+
+    def grow(self, capacity: int) -> None:
+        """Room for at least `capacity` descriptors from now on (writers waiting for a slot may go on)."""
+        with self._changed:
+            if capacity > self.capacity:
+                self.capacity = capacity
+                self._changed.notify_all()
 
     def _open_locked(self) -> int:
         return len(self._idle) + len(self._busy)
@@ -129,3 +141,28 @@ def shared_pool() -> LogHandlePool:
         if _shared is None:
             _shared = LogHandlePool(_default_capacity())
         return _shared
+
+
+def fit_shared_pool(logs: int) -> int:
+    """Let the process-wide pool keep `logs` logs open at once, as far as the open-file limit allows.
+
+    The soft limit is raised toward the hard one when that is what it takes; `SPARE_DESCRIPTORS`
+    stay free for everything else. A pool the operator sized (`NETDP_OPEN_LOGS`) is left alone,
+    and a limit too low for more than the default leaves the default. Returns the capacity.
+    """
+    pool = shared_pool()
+    if os.environ.get(CAPACITY_ENV):
+        return pool.capacity
+    wanted = logs + SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if raised > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+                soft = raised
+            except (ValueError, OSError):
+                pass  # the limit stays as it was: the pool evicts as before
+    room = logs if soft == resource.RLIM_INFINITY else min(logs, soft - SPARE_DESCRIPTORS)
+    pool.grow(room)
+    return pool.capacity

@@ -9,11 +9,12 @@ makes it (`secure` by default; `simulation` with the seed the launcher would han
 so the view logs cannot be told from a networked run's.
 
 What differs: no gRPC, no TLS, one process and one event loop (`node.transport.inprocess`),
-no per-node stderr.txt. Options that only make sense for node processes are refused. And
-time: every node waits for its turn on the one loop, so a round of n nodes takes about n
-times a node's work. The nodes keep the published deadlines stretched by n / 64 (the
-headers still record the published ones), so a live neighbour is never dropped as slow
-because its turn had not come.
+no per-node stderr.txt, and every node's two logs share one pool of descriptors
+(node/logfiles.py), fitted to hold all of them open when the open-file limit allows. Options
+that only make sense for node processes are refused. And time: every node waits for its turn
+on the one loop, so a round of n nodes takes about n times a node's work. The nodes keep the
+published deadlines stretched by n / 64 (the headers still record the published ones), so a
+live neighbour is never dropped as slow because its turn had not come.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from coordinator_tools.cluster.launch import (
 from node.breaks import Breaks
 from node.errors import ConfigError, NetdpError
 from node.host import NodeOutcome
+from node.logfiles import fit_shared_pool
 from node.noise import NodeSamplers, make_samplers
 from node.protocols.registry import protocol_spec
 from node.runtime import shared_loop_network
@@ -50,6 +52,7 @@ from node.transport.inprocess import run_inprocess
 
 # exit codes a `netdp-node` process would have had (node/cli.py)
 EXIT_OK, EXIT_CRASHED, EXIT_ERROR, EXIT_STOPPED = 0, 1, 2, 3
+LOGS_PER_NODE = 2  # view.log and private.log
 
 
 def refuse_process_options(options: LaunchOptions) -> None:
@@ -94,6 +97,7 @@ def run_virtual(topology_path: Path, data_dir: Path, rundir: Path, options: Laun
     samplers = [node_samplers(options, v) for v in range(topology.n)]
     network = virtual_network(topology)
     timeout_s = options.timeout_s or default_timeout(topology, network)
+    fit_shared_pool(LOGS_PER_NODE * topology.n)  # every log stays open when the fd limit allows: no reopen per append
     settled, timed_out = asyncio.run(_run(topology, network, private_data, Path(rundir), samplers, timeout_s,
                                           on_progress, options.breaks))
     result = ClusterResult(Path(rundir), topology, overrun=Overrun("run", timeout_s, 1, 1) if timed_out else None)

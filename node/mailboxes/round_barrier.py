@@ -187,27 +187,40 @@ class RoundBarrier:
                            started: float) -> dict[int, np.ndarray]:
         loop = asyncio.get_running_loop()
         neighbours = self._neighbours_of_round(round_index)
-        while True:
-            cut_off = fates.unreachable.issuperset(neighbours)
-            awaited = {peer for peer in neighbours if peer not in self._values[round_index]
-                       and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
-            elapsed = loop.time() - started
-            logging = self._logging.get(round_index)
-            if logging:  # a value of this round is on its way to disk: it is in the round
-                await self._changes()
-                continue
-            if not awaited or elapsed >= patience_s:
-                break
-            if elapsed >= deadline_s and not awaited & fates.alive:
-                break
-            wake_after = (deadline_s if elapsed < deadline_s else patience_s) - elapsed
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
-            # (SIGTERM) that arrives as the barrier is woken, and the node would run on.
-            try:
-                async with asyncio.timeout(wake_after):
+        # One timer for the round, not one per wake: it only wakes the collector, which reads the clock
+        # itself, so a timer that fires a little early just gets armed again for the same moment.
+        # (Waiting on a future, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+        # (SIGTERM) that arrives as the barrier is woken, and the node would run on.)
+        timer: asyncio.TimerHandle | None = None
+
+        def due() -> None:
+            nonlocal timer
+            timer = None
+            self._notify()
+
+        try:
+            while True:
+                cut_off = fates.unreachable.issuperset(neighbours)
+                awaited = {peer for peer in neighbours if peer not in self._values[round_index]
+                           and peer not in fates.moved_on and (cut_off or peer not in fates.unreachable)}
+                elapsed = loop.time() - started
+                logging = self._logging.get(round_index)
+                if logging:  # a value of this round is on its way to disk: it is in the round
                     await self._changes()
-            except TimeoutError:
-                pass
+                    continue
+                if not awaited or elapsed >= patience_s:
+                    break
+                if elapsed >= deadline_s and not awaited & fates.alive:
+                    break
+                wake_at = started + (deadline_s if elapsed < deadline_s else patience_s)
+                if timer is None or timer.when() != wake_at:
+                    if timer is not None:
+                        timer.cancel()
+                    timer = loop.call_at(wake_at, due)
+                await self._changes()
+        finally:
+            if timer is not None:
+                timer.cancel()
         # Closed at once, with no wait between the last check and here: no value can slip in unused.
         values = self._values.pop(round_index, {})  # none arrived: perhaps no neighbour this step
         self._logging.pop(round_index, None)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -130,3 +133,42 @@ def test_a_closed_writer_refuses_appends_and_a_log_removed_underneath_is_not_rec
 def test_a_pool_needs_room_for_one_descriptor() -> None:
     with pytest.raises(ValueError, match="at least one"):
         LogHandlePool(0)
+
+
+def test_a_grown_pool_stops_reopening_logs(tmp_path: Path) -> None:
+    """Sized below the number of logs, a round robin reopens on every append; grown to fit, never again."""
+    pool = LogHandlePool(1)
+    logs = [ViewLogWriter(tmp_path / f"{name}.log", HEADER, pool=pool) for name in ("a", "b")]
+    for log in logs:
+        log.append(record(0, 0))
+    assert pool.opened == 4  # each log opened, evicted, reopened
+    pool.grow(2)
+    pool.grow(1)  # a pool never shrinks
+    for index in range(1, 6):
+        for log in logs:
+            log.append(record(0, index))
+    assert pool.capacity == 2 and pool.opened == 5 and pool.open_count == 2  # one last reopen, then none
+    for log in logs:
+        log.close()
+    assert_intact(tmp_path / "a.log", 0, 6)
+
+
+FIT = """
+import os, resource, sys
+from node.logfiles import fit_shared_pool
+capacity = fit_shared_pool(int(sys.argv[1]))
+print(capacity, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+@pytest.mark.parametrize(("limits", "env", "expected"), [
+    ((300, 5000), {}, (4096, 4096 + 256)),  # the soft limit is raised toward the hard one: every log fits
+    ((300, 1000), {}, (1000 - 256, 1000)),  # only as far as the hard limit: the pool fits what it can
+    ((256, 256), {}, (64, 256)),  # no room beyond the spare descriptors: the default pool, evicting as before
+    ((300, 5000), {"NETDP_OPEN_LOGS": "10"}, (10, 300)),  # the operator sized the pool: left alone
+])
+def test_the_shared_pool_is_fitted_to_every_log_as_far_as_the_open_file_limit_allows(limits, env, expected):
+    environment = {key: value for key, value in os.environ.items() if key != "NETDP_OPEN_LOGS"} | env
+    done = subprocess.run([sys.executable, "-c", FIT, "4096"], capture_output=True, text=True, check=True,
+                          env=environment, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits))
+    assert tuple(int(word) for word in done.stdout.split()) == expected

@@ -114,6 +114,34 @@ async def test_a_neighbour_that_acknowledged_is_waited_for_past_the_deadline(tmp
     assert not read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
 
 
+async def test_a_round_arms_one_timer_and_one_that_fires_early_does_not_close_it_early(tmp_path, monkeypatch):
+    """Every value wakes the collector; the deadline's timer is armed once, not per wake. A timer that fires
+    before its moment (the loop's clock resolution allows it) only gets armed again: no drop before the deadline."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    real_call_at = loop.call_at
+
+    def early_call_at(when, callback, *args, context=None):
+        if "_close_round" not in callback.__qualname__:  # another timer (the test's own timeout)
+            return real_call_at(when, callback, *args, context=context)
+        armed.append(when)
+        return real_call_at(when - 0.05, callback, *args, context=context)  # fires 0.05 s early
+
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundBarrier(lambda round_index: (1, 2, 3, 4), journal)
+    collecting = asyncio.create_task(inbox.collect(0, 0.3, patience_s=3600.0, fates=NeighbourFates()))
+    monkeypatch.setattr(loop, "call_at", early_call_at)
+    started = loop.time()
+    for sender in (1, 2, 3):
+        await inbox.deliver(sender, 0, np.ones(2))
+    assert set(await asyncio.wait_for(collecting, timeout=10.0)) == {1, 2, 3}
+    assert loop.time() - started >= 0.3 - 0.01
+    assert len(armed) >= 2 and len(set(armed)) == 1  # the one deadline, armed again after firing early
+    journal.close()
+    (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
+    assert drop.peer == 4 and waited_s(drop) >= 0.3
+
+
 class SlowJournal(Journal):
     """A journal whose received records reach the disk only when the test lets them."""
 
