@@ -7,6 +7,7 @@ a round that has closed) is decided by the delivery policies in `node.delivery`.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from netdp.v1 import peer_pb2
@@ -54,3 +55,13 @@ class PeerLink(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def settle(outcome: asyncio.Future[None], error: BaseException | None) -> None:
+    """End a posted message's future, if its sender still waits: with `error`, or as delivered."""
+    if outcome.done():
+        return
+    if error is None:
+        outcome.set_result(None)
+    else:
+        outcome.set_exception(error)

@@ -22,7 +22,7 @@ from node.journal import Journal, write_view_logs
 from node.mailboxes.quick_path import Taken
 from node.receiver import Receiver, Reply
 from node.refusal import Refusal
-from node.transport.base import LinkError
+from node.transport.base import LinkError, settle
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,4 @@ class Courier:
 def _settle_all(bundle: Sequence[_Posted], error: Exception | None) -> None:
     """End each message's future (if its sender still waits) with `error`, or as delivered."""
     for posted in bundle:
-        if posted.outcome.done():
-            continue
-        if error is None:
-            posted.outcome.set_result(None)
-        else:
-            posted.outcome.set_exception(error)
+        settle(posted.outcome, error)

@@ -14,7 +14,7 @@ import grpc
 
 from netdp.v1 import peer_pb2, peer_pb2_grpc
 from node.codec import split_chunks
-from node.transport.base import LinkError
+from node.transport.base import LinkError, settle
 
 # The most messages one DeliverBundle call carries (published in peer.proto): a receiver refuses more.
 MAX_BUNDLE_MESSAGES = 256
@@ -127,12 +127,7 @@ def bundled(waiting: Sequence[_Posted], bundle_bytes: int) -> Iterator[list[_Pos
 def _settle(bundle: Sequence[_Posted], errors: Sequence[LinkError | None]) -> None:
     """End each message's future (if its sender still waits) with its error, or as delivered."""
     for posted, error in zip(bundle, errors):
-        if posted.outcome.done():
-            continue
-        if error is None:
-            posted.outcome.set_result(None)
-        else:
-            posted.outcome.set_exception(error)
+        settle(posted.outcome, error)
 
 
 class GrpcPeerLink:
