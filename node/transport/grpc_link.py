@@ -18,6 +18,7 @@ from node.transport.base import LinkError, settle
 
 # The most messages one DeliverBundle call carries (published in peer.proto): a receiver refuses more.
 MAX_BUNDLE_MESSAGES = 256
+SETTLE_GRACE_S = 1.0  # past its deadline, a sender stops waiting for its bundle's answer
 # What a bundle may hold beyond the published chunk size, for its envelopes: `NetworkParams.chunk_bytes` stays
 # 4096 bytes below gRPC's default 4 MiB message limit, so a bundle of chunk_bytes + this fits one gRPC message.
 BUNDLE_ENVELOPE_BYTES = 2048
@@ -99,6 +100,8 @@ class Bundles:
         except asyncio.CancelledError:  # the link is closing: its senders hear it as a failed call, as without bundles
             _settle(bundle, [LinkError("CANCELLED", "the link closed before the bundle was answered")] * len(bundle))
             raise
+        except Exception as error:  # noqa: BLE001 - whatever else the call raised: no sender may wait forever
+            _settle(bundle, [LinkError("UNKNOWN", f"the bundle's call failed: {type(error).__name__}")] * len(bundle))
         else:
             _settle(bundle, [LinkError(outcome.code, outcome.detail) if outcome.code else None
                              for outcome in receipt.outcomes])
@@ -146,7 +149,11 @@ class GrpcPeerLink:
 
     async def send(self, envelope: peer_pb2.Envelope, data: bytes, timeout_s: float, *, wait_for_peer: bool) -> None:
         if self._bundles is not None and len(data) <= self._chunk_bytes:
-            await self._bundles.post(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
+            try:  # the bundle's call has the deadline; this bound only keeps a sender from waiting past it
+                async with asyncio.timeout(timeout_s + SETTLE_GRACE_S):
+                    await self._bundles.post(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
+            except TimeoutError:
+                raise LinkError("DEADLINE_EXCEEDED", "the bundle carrying the message was not answered") from None
             return
         try:
             if len(data) <= self._chunk_bytes:

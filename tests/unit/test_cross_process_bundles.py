@@ -106,3 +106,14 @@ def test_closing_fails_the_calls_in_flight_as_cancelled():
 
     outcome = asyncio.run(scenario())
     assert isinstance(outcome, LinkError) and outcome.code == "CANCELLED"
+
+
+def test_a_call_that_raises_anything_else_still_answers_every_sender():
+    class BrokenStub(FakeStub):
+        async def DeliverBundle(self, bundle: peer_pb2.Bundle, *, timeout: float, wait_for_ready: bool
+                                ) -> peer_pb2.BundleReceipt:
+            raise RuntimeError("the channel is in a state grpc did not expect")
+
+    outcomes = asyncio.run(send_all(Bundles(BrokenStub(), bundle_bytes=10**6), [0, 1]))  # type: ignore[arg-type]
+    assert [(o.code, "RuntimeError" in o.detail) for o in outcomes if isinstance(o, LinkError)] == [
+        ("UNKNOWN", True), ("UNKNOWN", True)]
