@@ -46,6 +46,26 @@ async def accept_bundle(items: Sequence[tuple[Receiver, peer_pb2.Envelope, bytes
             taken.append(receiver.take(envelope, data, sender))
         except Refusal as refusal:  # the node has stopped: nothing of it is logged any more
             taken.append(Taken((), refusal=refusal))
+    # Like `Receiver.accept`, the commit is shielded from the caller's cancellation (a deadline, a sender that
+    # died mid-call): a message whose record is being written is settled all the same, so its mailbox never
+    # waits for it (a round barrier would wait forever for a value it was told is on its way to disk).
+    commit = asyncio.ensure_future(_commit(items, taken))
+    try:
+        return await asyncio.shield(commit)
+    except asyncio.CancelledError:
+        commit.add_done_callback(_retrieved)
+        raise
+
+
+def _retrieved(commit: asyncio.Future[list[Settled | None]]) -> None:
+    """Nobody awaits this commit any more: read its outcome so that a failure is not reported as unretrieved."""
+    if not commit.cancelled():
+        commit.exception()
+
+
+async def _commit(items: Sequence[tuple[Receiver, peer_pb2.Envelope, bytes, int | None]],
+                  taken: Sequence[Taken | None]) -> list[Settled | None]:
+    """One group commit of the taken messages' records, then each settled: applied if logged, refused if not."""
     batches: dict[Journal, list[viewlog_pb2.Record]] = {}
     for (receiver, *_), took in zip(items, taken):
         if took is not None and took.records:

@@ -3,7 +3,10 @@ log in one group commit, applied only once durable; a refused message is refused
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
+import pytest
 
 from netdp.v1 import viewlog_pb2
 from node.journal import Journal
@@ -60,3 +63,27 @@ async def test_a_stopped_node_refuses_a_bundle_without_logging(tmp_path):
     settled = await accept_bundle([(receiver, *gossip_wire(topology, 0, 1, 0, 1.0), 0)])
     assert settled[0] is not None and settled[0].refusal is not None and settled[0].refusal.code == "UNAVAILABLE"
     assert [r.WhichOneof("kind") for r in read_log(tmp_path / "node-1" / VIEW_LOG_NAME).records] == ["header"]
+
+
+async def test_a_bundle_whose_caller_leaves_mid_commit_is_still_applied(tmp_path):
+    # The sender died (or gave up) while the bundle's records were being written: the values are applied all the
+    # same, so the round barrier is not left waiting for values it was told are on their way to disk.
+    topology = ring_topology(6)
+    journal = Journal(tmp_path / "node-1", viewlog_pb2.RunHeader(run_id=topology.run_id, node_id=1))
+    receiver = Receiver(topology, 1, journal)
+    barrier = RoundBarrier(lambda round_index: topology.neighbours[1], journal)
+    receiver.add_rule(GOSSIP, KindRule(barrier.handle, "round", True, take=barrier.take))
+    call = asyncio.ensure_future(accept_bundle([(receiver, *gossip_wire(topology, 0, 1, 0, 1.5), 0),
+                                                (receiver, *gossip_wire(topology, 2, 1, 0, 2.5), 2)]))
+    await asyncio.sleep(0)  # taken, the group commit under way
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(200):
+        if not barrier._logging.get(0):
+            break
+        await asyncio.sleep(0.01)
+    assert not barrier._logging.get(0)
+    assert {sender: value[0] for sender, value in barrier._values[0].items()} == {0: 1.5, 2: 2.5}
+    journal.close()
+    assert [r.received.peer for r in read_log(tmp_path / "node-1" / VIEW_LOG_NAME).records[1:]] == [0, 2]
