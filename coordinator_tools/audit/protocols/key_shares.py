@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
-from coordinator_tools.audit.protocols.base import ProtocolAuditor
+from coordinator_tools.audit.protocols.base import ProtocolAuditor, Replay
 from coordinator_tools.audit.realized import RunT
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
@@ -69,3 +70,7 @@ class KeySharesAside(ProtocolAuditor[RunT]):
     def rebuild(self, topology: Topology, logs: Mapping[int, NodeLog], findings: list[Finding]) -> RunT:
         """The base auditor's transcript of the rounds, the key shares set aside."""
         return super().rebuild(topology, rounds_only(logs), findings)
+
+    def utility(self, replay: Replay[RunT], data_dir: Path) -> dict[str, object]:
+        """The base auditor's utility block, read from the rounds with the key shares set aside."""
+        return super().utility(replace(replay, logs=rounds_only(replay.logs)), data_dir)

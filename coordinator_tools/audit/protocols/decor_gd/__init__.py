@@ -30,13 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Unpack
 
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model
-from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.core import LinearGaussianModel
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
@@ -48,10 +46,9 @@ from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS, THEOREM
 from coordinator_tools.audit.protocols.key_shares import KeySharesAside, rounds_only
 from coordinator_tools.audit.protocols.muffliato.accountant import round_value
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
-from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
+from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor, learning_block
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
-from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
-from coordinator_tools.audit.protocols.muffliato_gd.trajectories import replay_steps, step_draws
+from coordinator_tools.audit.protocols.muffliato_gd.trajectories import StepReplay, replay_steps, step_draws
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import UnrolledRun, unroll
 from coordinator_tools.audit.reachable import reachable_geometry
 from coordinator_tools.audit.records import PrivateSection
@@ -174,23 +171,16 @@ class DecorGDAuditor(KeySharesAside[Transcript], MuffliatoGDAuditor):
     def planned_geometry(self, transcript: Transcript, threat_model: ThreatModel) -> np.ndarray:
         return planned_geometry(transcript, threat_model)
 
-    def checks(self, replay: Replay) -> list[Check]:
-        if replay.private is None:
-            return []
+    def replay_steps(self, replay: Replay) -> StepReplay:
+        """Muffliato-GD's replay of the rounds, each step's noise its own draw plus its pairwise draws."""
+        assert replay.private is not None
         rounds = replace(replay, logs=rounds_only(replay.logs))
-        steps = replay_steps(rounds, noise=step_noise(replay.topology, replay.private))
-        return [trajectory_check(steps.trajectories),
-                clip_check(replay.topology.protocol, replay.private, steps.models)]
+        return replay_steps(rounds, noise=step_noise(replay.topology, replay.private))
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         params = decor_gd_params(replay.topology)
-        return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
-                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch,
-                             "sigma_cor_ratio": params.sigma_cor_ratio}}
-
-    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
-        return super().utility(replace(replay, logs=rounds_only(replay.logs)), data_dir)
+        return learning_block(params, params.gossip_rounds, sigma_cor_ratio=params.sigma_cor_ratio)
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
         return canary_model(run)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, Protocol, Unpack
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from coordinator_tools.audit.protocols.muffliato.transcript import Transcript, p
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import account, canary_model, planned_geometry
 from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
 from coordinator_tools.audit.protocols.muffliato_gd.schedules import schedule_comparison
-from coordinator_tools.audit.protocols.muffliato_gd.trajectories import replay_steps
+from coordinator_tools.audit.protocols.muffliato_gd.trajectories import StepReplay, replay_steps
 from coordinator_tools.audit.protocols.muffliato_gd.utility import utility_report
 from coordinator_tools.audit.records import Finding, NodeLog
 from netdp.v1 import viewlog_pb2
@@ -50,6 +50,28 @@ from node.topology import Topology
 # What a target is met by: the exact column, a proven bound, never the linearized value.
 CALIBRATED_COLUMN = ("exact, the proven bound (reachable-step composition under the assumptions the report states), "
                      "so the target is met by a proven bound")
+
+
+class SteppedLearning(Protocol):
+    """What a gossip learning protocol's parameters say of its task and schedule (read by `learning_block`)."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def adjacency(self) -> str: ...
+    @property
+    def clip(self) -> float: ...
+    @property
+    def batch(self) -> int | None: ...
+
+
+def learning_block(params: SteppedLearning, gossip_rounds: int, **extra: object) -> dict[str, object]:
+    """The report's `learning` block: what every gossip learning audit states of its task and schedule, then the
+    protocol's own fields (`extra`)."""
+    return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": gossip_rounds,
+                         "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch, **extra}}
 
 
 class MuffliatoGDAuditor(MuffliatoAuditor):
@@ -90,18 +112,22 @@ class MuffliatoGDAuditor(MuffliatoAuditor):
         return f"{inputs} gradients for {len(draws)} draws" if inputs - len(draws) not in (0, 1) else None
 
     def checks(self, replay: Replay) -> list[Check]:
+        """With the private logs: every payload recomputed (`replay_steps`), every logged gradient within the clip."""
         if replay.private is None:
             return []
-        steps = replay_steps(replay)
+        steps = self.replay_steps(replay)
         return [trajectory_check(steps.trajectories),
                 clip_check(replay.topology.protocol, replay.private, steps.models)]
+
+    def replay_steps(self, replay: Replay) -> StepReplay:
+        """Every model sent recomputed from the private logs (`replay.private` is set): the checks' one input."""
+        return replay_steps(replay)
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         params = replay.topology.protocol
-        return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
-                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch,
-                             "schedule_comparison": schedule_comparison(replay.topology, losses, accounting)}}
+        return learning_block(params, params.gossip_rounds,
+                              schedule_comparison=schedule_comparison(replay.topology, losses, accounting))
 
     def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
         return utility_report(replay.topology.protocol, dict(replay.logs), data_dir)

@@ -27,25 +27,22 @@ No linearized column and no canary model: the payloads are checked from the priv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, Unpack
 
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model
-from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.decor_gd import linear_model, own_draws
 from coordinator_tools.audit.protocols.decor_gd.steps import CONDITIONS as STEP_CONDITIONS
 from coordinator_tools.audit.protocols.decor_gd.steps import step_geometry
-from coordinator_tools.audit.protocols.key_shares import KeySharesAside, rounds_only
+from coordinator_tools.audit.protocols.key_shares import KeySharesAside
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
-from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
+from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor, learning_block
 from coordinator_tools.audit.protocols.muffliato_gd.accountant import learning_schedule
-from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
+from coordinator_tools.audit.protocols.muffliato_gd.trajectories import StepReplay
 from coordinator_tools.audit.protocols.muffliato_gd.unrolled import unroll
 from coordinator_tools.audit.protocols.secure_neighbourhood_gd.masked_replay import masked_replay
 from coordinator_tools.audit.reachable import reachable_geometry
@@ -126,22 +123,15 @@ class SecureNeighbourhoodGDAuditor(KeySharesAside[Transcript], MuffliatoGDAudito
     def planned_geometry(self, transcript: Transcript, threat_model: ThreatModel) -> np.ndarray:
         return planned_geometry(transcript, threat_model)
 
-    def checks(self, replay: Replay) -> list[Check]:
-        if replay.private is None:
-            return []
+    def replay_steps(self, replay: Replay) -> StepReplay:
+        """Every masked value and model recomputed (`masked_replay`)."""
         masked = masked_replay(replay)
-        return [trajectory_check(masked.trajectories),
-                clip_check(replay.topology.protocol, replay.private, masked.models)]
+        return StepReplay(masked.trajectories, masked.models)
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
         params = secure_gd_params(replay.topology)
-        return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": params.gossip_rounds,
-                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch,
-                             "mask_ratio": params.mask_ratio}}
-
-    def utility(self, replay: Replay, data_dir: Path) -> dict[str, object]:
-        return super().utility(replace(replay, logs=rounds_only(replay.logs)), data_dir)
+        return learning_block(params, params.gossip_rounds, mask_ratio=params.mask_ratio)
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
         return None

@@ -26,13 +26,12 @@ from typing import Any, Unpack
 import numpy as np
 
 from coordinator_tools.audit.accountants import AccountingOptions, account_model
-from coordinator_tools.audit.checks import Check, trajectory_check
 from coordinator_tools.audit.empirical import CanaryModel, PlantedCanaries
 from coordinator_tools.audit.losses import PairwiseLosses, ThreatModel
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
-from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor
-from coordinator_tools.audit.protocols.muffliato_gd.clip import clip_check
+from coordinator_tools.audit.protocols.muffliato_gd import MuffliatoGDAuditor, learning_block
+from coordinator_tools.audit.protocols.muffliato_gd.trajectories import StepReplay
 from coordinator_tools.audit.protocols.zero_sum import ZeroSumAuditor
 from coordinator_tools.audit.protocols.zero_sum_gd.steps import CONDITIONS, THEOREM, share_geometry
 from coordinator_tools.audit.protocols.zero_sum_gd.trajectories import replay_steps
@@ -108,18 +107,12 @@ class ZeroSumGDAuditor(MuffliatoGDAuditor):
     def planned_geometry(self, transcript: Transcript, threat_model: ThreatModel) -> np.ndarray:
         return share_geometry(transcript, threat_model)
 
-    def checks(self, replay: Replay) -> list[Check]:
-        if replay.private is None:
-            return []
-        steps = replay_steps(replay)
-        return [trajectory_check(steps.trajectories),
-                clip_check(replay.topology.protocol, replay.private, steps.models)]
+    def replay_steps(self, replay: Replay) -> StepReplay:
+        return replay_steps(replay)
 
     def report_extras(self, replay: Replay, losses: PairwiseLosses,
                       accounting: Mapping[str, Any]) -> dict[str, object]:
-        params = zero_sum_gd_params(replay.topology)
-        return {"learning": {"task": params.task, "steps": params.steps, "gossip_rounds": 1,
-                             "adjacency": params.adjacency, "clip": params.clip, "batch": params.batch}}
+        return learning_block(zero_sum_gd_params(replay.topology), gossip_rounds=1)
 
     def canary_model(self, run: Transcript, planted: PlantedCanaries) -> CanaryModel | None:
         return None

@@ -12,28 +12,20 @@ published mixing row.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from coordinator_tools.audit.protocols.base import Replay
 from coordinator_tools.audit.protocols.muffliato.transcript import Transcript
+from coordinator_tools.audit.protocols.muffliato_gd.trajectories import StepReplay
 from coordinator_tools.audit.records import NodeLog, PrivateSection
-from coordinator_tools.audit.trajectories import PayloadComparison, TrajectoryCheck, missing_inputs
+from coordinator_tools.audit.trajectories import PayloadComparison, missing_inputs
 from node.codec import from_tensor
 from node.message import GOSSIP
 from node.protocols.zero_sum import SHARE_PURPOSE, share_step, zero_sum_coefficients
 from node.protocols.zero_sum_gd import ZeroSumGDParams
 
 Value = tuple[int, int, int]  # (sender, step, receiver)
-
-
-@dataclass(frozen=True)
-class StepReplay:
-    """The payloads checked, and θ_a^s for every node a and step s the recomputation reached (s = T: its output)."""
-
-    trajectories: TrajectoryCheck
-    models: Mapping[tuple[int, int], np.ndarray]
 
 
 def step_shares(private: PrivateSection, row: Mapping[int, float], node: int, step: int,
