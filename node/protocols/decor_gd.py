@@ -30,37 +30,20 @@ from node.pairwise_secrets import PairwiseAgreement
 from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.decor import SIGMA_COR_DESCRIPTION, pairwise_noise
 from node.protocols.gossip import BarrierRounds, run_gossip
+from node.protocols.key_agreed_learning import KeyAgreedLearningParams
 from node.protocols.muffliato_gd import noisy_gradient
-from node.protocols.params import LearningParams
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
-    from node.topology import NetworkParams
 
 PROTOCOL_NAME = "decor-gd"
 
 
-class DecorGDParams(LearningParams):
+class DecorGDParams(KeyAgreedLearningParams):
     """DECOR learning: the step's independent noise σ, the pairwise noise ratio σ_cor/σ, steps T, gossip rounds K."""
 
     name: Literal["decor-gd"] = "decor-gd"
-    steps: int = Field(ge=1, description="gradient steps T")
-    gossip_rounds: int = Field(1, ge=1, description="gossip rounds K after every step (the paper's: 1)")
     sigma_cor_ratio: float = Field(1.0, ge=0.0, description=SIGMA_COR_DESCRIPTION)
-
-    @property
-    def accelerated(self) -> bool:
-        """Plain gossip only: Muffliato-GD's audit, which this one reuses, reads the flag."""
-        return False
-
-    @property
-    def rounds(self) -> int:
-        """Gossip rounds in the whole run: K per step."""
-        return self.steps * self.gossip_rounds
-
-    def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
-        """The key agreement and every round waiting their deadlines twice over (`netdp run`'s time limit)."""
-        return network.key_agreed_rounds_s(self.rounds)
 
 
 class DecorGDNode:

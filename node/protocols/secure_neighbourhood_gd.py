@@ -34,43 +34,26 @@ from node.learning import LocalData, load_local_data
 from node.pairwise_secrets import PairwiseAgreement
 from node.protocols.base import NodeOutput, ProtocolPlugin, ProtocolSpec, SweepShape
 from node.protocols.gossip import BarrierRounds
+from node.protocols.key_agreed_learning import KeyAgreedLearningParams
 from node.protocols.muffliato_gd import noisy_gradient
-from node.protocols.params import LearningParams
 from node.protocols.secure_neighbourhood import MASK_RATIO_DESCRIPTION, co_neighbours, masked_sends, weighted_sum
 
 if TYPE_CHECKING:
     from node.context import ProtocolContext
-    from node.topology import NetworkParams
 
 PROTOCOL_NAME = "secure-neighbourhood-gd"
 
 
-class SecureNeighbourhoodGDParams(LearningParams):
+class SecureNeighbourhoodGDParams(KeyAgreedLearningParams):
     """Learning with masked gossip: the step's noise σ, steps T, gossip rounds K, the masks' ratio to η σ."""
 
     name: Literal["secure-neighbourhood-gd"] = "secure-neighbourhood-gd"
-    steps: int = Field(ge=1, description="gradient steps T")
-    gossip_rounds: int = Field(1, ge=1, description="gossip rounds K after every step")
     mask_ratio: float = Field(10.0, gt=0.0, description=MASK_RATIO_DESCRIPTION)
-
-    @property
-    def accelerated(self) -> bool:
-        """Plain gossip only: Muffliato-GD's audit, which this one builds on, reads the flag."""
-        return False
-
-    @property
-    def rounds(self) -> int:
-        """Gossip rounds in the whole run: K per step."""
-        return self.steps * self.gossip_rounds
 
     @property
     def sigma_mask(self) -> float:
         """Each mask's std: mask_ratio times the step's noise in the model, η σ."""
         return self.mask_ratio * self.learning_rate * self.sigma
-
-    def worst_case_duration_s(self, network: NetworkParams, n: int) -> float:
-        """The key agreement and every round waiting their deadlines twice over (`netdp run`'s time limit)."""
-        return network.key_agreed_rounds_s(self.rounds)
 
 
 class SecureNeighbourhoodGDNode:
