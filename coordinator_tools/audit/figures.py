@@ -282,6 +282,9 @@ def _node_means(report: Mapping[str, object], columns: Mapping[str, np.ndarray])
     figure, axis = plt.subplots(figsize=(max(6.0, min(14.0, 0.35 * observers.size)), 4.2))
     exact = np.array([_float(x) for x in means["exact_upper"]])
     axis.bar(observers, np.where(np.isfinite(exact), exact, np.nan), color="tab:blue", label="exact")
+    # The observers' span, set before any label goes on it: with no finite bar (a run without noise) the limits
+    # would not cover the "inf" labels, and a tight bounding box would stretch the figure to reach them.
+    axis.set_xlim(-0.5, observers.size - 0.5)
     for v in observers[np.isinf(exact)]:  # an infinite loss has no bar: say so where it would be
         axis.annotate("inf", (v, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top", color="tab:red")
     paper = [_float(x) for x in means["paper"]]

@@ -192,7 +192,12 @@ def _image(source: Path, path: str, width: int, scaled: list[str]) -> tuple[byte
     original = (source / path).stat().st_size
     if not path.lower().endswith(".png"):
         return None, original
-    with Image.open(source / path) as image:
+    try:
+        opened = Image.open(source / path)
+    except Image.DecompressionBombError as error:
+        raise ConfigError(f"argument --publish: {path} is too large an image to publish ({error}); redraw it "
+                          "(`netdp audit --force` on its run) and publish again") from None
+    with opened as image:
         if image.width <= width:
             return None, original
         small = image.resize((width, max(1, round(image.height * width / image.width))), Image.Resampling.LANCZOS)

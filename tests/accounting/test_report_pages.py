@@ -12,6 +12,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from PIL import Image
 from scipy.linalg import expm
 
 from coordinator_tools.audit import figures
@@ -239,3 +240,15 @@ def test_a_random_walk_report_shows_its_loss_beside_the_graphs_communicability(t
     figures = write_figures(report, tmp_path, tmp_path)
     assert figures["communicability"].read_bytes().startswith(PNG_SIGNATURE)
     assert 'src="loss_vs_communicability.png"' in write_html(report, tmp_path, figures).read_text()
+
+
+def test_a_run_without_noise_draws_node_means_at_its_usual_size(tmp_path: Path) -> None:
+    # Every loss infinite and no closed form: the "inf" labels once stretched the tight figure to a million pixels.
+    n = 100
+    report = {"summary": {"mean_rdp_per_observer": {"exact_upper": [float("inf")] * n, "paper": [None] * n,
+                                                    "ldp": [None] * n}},
+              "baselines": {"ldp": {"rdp": None}, "central": {"rdp": None}}, "alpha": 2.0}
+    figure = figures._node_means(report, {})
+    figure.savefig(tmp_path / "node_means.png", dpi=figures.DPI, bbox_inches="tight")
+    with Image.open(tmp_path / "node_means.png") as image:
+        assert image.width < 3000 and image.height < 1000
