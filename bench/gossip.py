@@ -7,7 +7,9 @@ bench.raw_grpc runs the same barrier exchange on the same graph with the same pa
 a round costs with n processes sharing this machine's cores before netdp does anything; and
 once more with `--durable`, each message appended and fsync'd by its receiver before it is
 acknowledged: the floor of any exchange that keeps what it received (the durability floor).
-With a small n and a large D the same comparison is a payload throughput.
+With a small n and a large D the same comparison is a payload throughput. The same round of
+secure-neighbourhood and DECOR (masks or pairwise noise drawn and logged privately every round,
+after a key agreement) is timed against the same floors: what their extra private records cost.
 """
 
 from __future__ import annotations
@@ -27,21 +29,27 @@ from bench.loopback import (
     staged_run,
 )
 from bench.viewlogs import round_latencies_ms
+from node.protocols.decor import DecorParams
 from node.protocols.muffliato import MuffliatoParams
+from node.protocols.params import NoisyVectorParams
+from node.protocols.secure_neighbourhood import SecureNeighbourhoodParams
 from node.topology import Topology
 
 GRAPH = "hypercube"
+# The synchronous gossip protocols timed round by round: each one's Params with rounds and D left to fill in.
+ROUND_PROTOCOLS: dict[str, type[NoisyVectorParams]] = {
+    "muffliato": MuffliatoParams, "secure-neighbourhood": SecureNeighbourhoodParams, "decor": DecorParams}
 
 
-def gossip_topology(n: int, rounds: int, dimension: int) -> Topology:
-    """Synchronous accelerated Muffliato on the n-node hypercube."""
-    return loopback_topology(GRAPH, n, MuffliatoParams(sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=rounds,
-                                                       dimension=dimension), "bench-gossip")
+def gossip_topology(n: int, rounds: int, dimension: int, protocol: str = "muffliato") -> Topology:
+    """Synchronous `protocol` (accelerated Muffliato by default) on the n-node hypercube."""
+    params = ROUND_PROTOCOLS[protocol](sigma=0.1, sensitivity=1.0, alpha=2.0, rounds=rounds, dimension=dimension)
+    return loopback_topology(GRAPH, n, params, "bench-gossip")
 
 
-def netdp_round_ms(n: int, rounds: int, dimension: int, pings: int) -> dict:
+def netdp_round_ms(n: int, rounds: int, dimension: int, pings: int, protocol: str = "muffliato") -> dict:
     """Run the netdp cluster: ping-pong and round latencies (ms), and the source tree the code came from."""
-    topology = gossip_topology(n, rounds, dimension)
+    topology = gossip_topology(n, rounds, dimension, protocol)
     early = list(range(n - 1))
     rundir, ping_ms = staged_run(topology, new_root("gossip"), early,
                                  lambda: ping_pong_ms([topology.address_of(v) for v in early], pings))
@@ -49,9 +57,9 @@ def netdp_round_ms(n: int, rounds: int, dimension: int, pings: int) -> dict:
             "ping_ms": ping_ms, "round_ms": round_latencies_ms(rundir, n)}
 
 
-def measure(n: int, rounds: int, dimension: int, pings: int) -> dict:
+def measure(n: int, rounds: int, dimension: int, pings: int, protocol: str = "muffliato") -> dict:
     """Median round latency of netdp, of the raw ping-pong and of the bare-gRPC exchange, in one run."""
-    netdp = netdp_round_ms(n, rounds, dimension, pings)
+    netdp = netdp_round_ms(n, rounds, dimension, pings, protocol)
     raw_ms, durable_ms = (
         exchange_round_ms(raw_floor("exchange", gossip_topology(n, rounds, dimension), new_root(f"gossip-{name}"),
                                     str(rounds), *extra))
@@ -69,23 +77,29 @@ def exchange_round_ms(done: list[list[float]]) -> list[float]:
 
 
 def latency_cases(sizes: Sizes) -> list[dict]:
-    return [{"n": sizes.pick(16, 4), "rounds": sizes.pick(30, 8), "dimension": 16, "pings": sizes.pick(200, 20)}]
+    """Muffliato's round with the ping-pong floor too; then the protocols that draw private records every round."""
+    base = {"n": sizes.pick(16, 4), "rounds": sizes.pick(30, 8), "dimension": 16}
+    return [{**base, "pings": sizes.pick(200, 20)},
+            *({**base, "pings": 0, "protocol": protocol} for protocol in ("secure-neighbourhood", "decor"))]
 
 
 def latency_rows(cases: list[tuple[dict, Measured]]) -> list[Row]:
     rows = []
     for params, measured in cases:
         f = measured.figures
+        protocol = params.get("protocol", "muffliato")
         size = f"n={params['n']} processes, D={params['dimension']}"
-        rows.append(Row(f"round latency, {size}", f"{f['round_median_ms']:.1f} ms",
+        what = f"round latency, {size}" if protocol == "muffliato" else f"{protocol} round latency, {size}"
+        rows.append(Row(what, f"{f['round_median_ms']:.1f} ms",
                         f"bare-gRPC exchange {f['raw_exchange_round_median_ms']:.1f} ms",
-                        f["round_median_ms"] / f["raw_exchange_round_median_ms"], "≤ 2×"))
-        rows.append(Row(f"round latency, {size}", f"{f['round_median_ms']:.1f} ms",
+                        f["round_median_ms"] / f["raw_exchange_round_median_ms"],
+                        "≤ 2×" if protocol == "muffliato" else ""))
+        rows.append(Row(what, f"{f['round_median_ms']:.1f} ms",
                         f"durability floor {f['durable_exchange_round_median_ms']:.1f} ms",
                         f["round_median_ms"] / f["durable_exchange_round_median_ms"], ""))
-        rows.append(Row(f"round latency, {size}", f"{f['round_median_ms']:.1f} ms",
-                        f"gRPC ping-pong {f['ping_pong_median_ms']:.2f} ms",
-                        f["round_median_ms"] / f["ping_pong_median_ms"], "≤ 3×"))
+        if f["ping_pong_median_ms"] is not None:
+            rows.append(Row(what, f"{f['round_median_ms']:.1f} ms", f"gRPC ping-pong {f['ping_pong_median_ms']:.2f} ms",
+                            f["round_median_ms"] / f["ping_pong_median_ms"], "≤ 3×"))
     return rows
 
 

@@ -58,7 +58,7 @@ class NodeNoise:
     async def gaussian(self, value: np.ndarray, sigma: float, *, step: int, purpose: str) -> np.ndarray:
         """value + N(0, σ² I), with the draw logged to the private log under (step, purpose)."""
         noisy = self._sampler.perturb(value, sigma * self._broken_scale)
-        await self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
+        self._journal.noise(purpose, noisy - value, step=step, mechanism="gaussian", scale=sigma)
         return noisy
 
     def laplace_scale(self, sensitivity: float, epsilon: float) -> tuple[float, float]:
@@ -77,7 +77,7 @@ class NodeNoise:
     async def laplace(self, value: np.ndarray, scale: float, *, step: int, purpose: str) -> np.ndarray:
         """value + i.i.d. Laplace(scale) noise, with the draw logged to the private log under (step, purpose)."""
         noisy = self._laplace_sampler().perturb(value, scale * self._broken_scale)
-        await self._journal.noise(purpose, noisy - value, step=step, mechanism="laplace", scale=scale)
+        self._journal.noise(purpose, noisy - value, step=step, mechanism="laplace", scale=scale)
         return noisy
 
     def _laplace_sampler(self) -> LaplaceSampler:
@@ -95,7 +95,7 @@ class NodeNoise:
         change = np.zeros(categories)
         change[answer] += 1.0
         change[value] -= 1.0
-        await self._journal.noise(purpose, change, step=step, mechanism="randomized_response", scale=epsilon)
+        self._journal.noise(purpose, change, step=step, mechanism="randomized_response", scale=epsilon)
         return answer
 
     async def uniform_histogram(self, categories: int, count: int, *, step: int, purpose: str) -> np.ndarray:
@@ -106,7 +106,7 @@ class NodeNoise:
         counts = np.zeros(categories)
         for _ in range(count):
             counts[self._randomized_response.respond(0, categories, 0.0)] += 1.0
-        await self._journal.noise(purpose, counts, step=step, mechanism="uniform", scale=float(count))
+        self._journal.noise(purpose, counts, step=step, mechanism="uniform", scale=float(count))
         return counts
 
 
@@ -156,7 +156,7 @@ class ProtocolContext(Generic[P]):
 
     async def private_input(self, value: np.ndarray, clipped: bool) -> None:
         """Log the node's own input to its private log as it is (one that carries no canaries: a category)."""
-        await self.journal.private_input(value, clipped)
+        self.journal.private_input(value, clipped)
 
     def clip_bound(self, bound: float) -> float:
         """The bound to clip an input or gradient to: `bound`, unless this node deliberately skips clipping."""
@@ -171,9 +171,9 @@ class ProtocolContext(Generic[P]):
         """
         full = self.canaries.planted(value, sensitivity)
         if self.canaries.count and not self._canaries_logged:
-            await self.journal.canaries(self.canaries.signs, canary_magnitude(sensitivity))
+            self.journal.canaries(self.canaries.signs, canary_magnitude(sensitivity))
             self._canaries_logged = True
-        await self.journal.private_input(full, clipped)
+        self.journal.private_input(full, clipped)
         if self.breaks.leak_raw:
             self.breaks = replace(self.breaks, leak_raw=False)  # one extra value, not one per contribution
             await self.broadcast(self.neighbours(), Message(LEAK, MessageId(), full),
@@ -262,6 +262,10 @@ class ProtocolContext(Generic[P]):
     async def reachable(self, peer: int, timeout_s: float) -> bool:
         """Whether the peer answers at all right now (a dead or cut-off peer does not)."""
         return await self._outbox.reachable(peer, timeout_s)
+
+    async def silent(self, peers: Sequence[int], timeout_s: float) -> set[int]:
+        """The peers that do not answer at all right now (dead or cut off)."""
+        return await self._outbox.silent(peers, timeout_s)
 
     async def wait_for_peers(self, peers: Sequence[int], timeout_s: float) -> set[int]:
         """Wait until each peer is up (peers start at different times); return those that came up."""

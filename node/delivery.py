@@ -141,6 +141,11 @@ class Bundler(Protocol):
         receiver is not in this process."""
         ...
 
+    def answers(self, peer: int) -> bool | None:
+        """Whether `peer`, an id of this process, still takes messages (what a ping would find); None when it is not
+        in this process."""
+        ...
+
 
 @dataclass(frozen=True)
 class BarrierDelivery:
@@ -234,7 +239,7 @@ class Outbox:
 
         `on_fate(peer, delivery)` runs as soon as a message's fate is known.
         """
-
+        await self._journal.settled()  # the secrets behind what leaves are on disk before it does
         started = time.monotonic()
 
         async def send(peer: int, tried: LinkError | None = None) -> Delivery:
@@ -284,6 +289,7 @@ class Outbox:
         The reply is not logged here: the protocol logs what it takes from it. A reply refused here (not
         `peer`'s in this run, or a payload not of `reply_dimension`) is logged as refused: it reached the node.
         """
+        await self._journal.settled()
         envelope, data = self._wire(peer, message)
         reply, reply_data = await self.link(peer).call(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
         try:
@@ -308,6 +314,19 @@ class Outbox:
         except LinkError as exc:
             return not exc.unreachable and exc.code != "DEADLINE_EXCEEDED"
         return True
+
+    async def silent(self, peers: Sequence[int], timeout_s: float) -> set[int]:
+        """The peers that do not answer a ping now (dead or cut off).
+
+        An id of this process is not pinged: it shares this process's life, and its node says whether it still
+        takes messages (a virtual run's thousands of round barriers would otherwise ping each other at every
+        probe, a task per ping).
+        """
+        hosted = {} if self._courier is None else {peer: self._courier.answers(peer) for peer in peers}
+        remote = [peer for peer in peers if hosted.get(peer) is None]
+        answers = await asyncio.gather(*(self.reachable(peer, timeout_s) for peer in remote))
+        return ({peer for peer, answers_here in hosted.items() if answers_here is False}
+                | {peer for peer, up in zip(remote, answers) if not up})
 
     async def close(self) -> None:
         await asyncio.gather(*(link.close() for link in self._links.values()))

@@ -7,9 +7,12 @@ exchange step it completes) are written with one `write` call: one fsync. Commit
 grouped, across every log of the process (`GroupCommit`): records handed in while a commit
 is in flight (a round's values arriving from several neighbours at once, the sends of many
 co-hosted ids) go out together in the next, one write and fsync per log, and each caller
-returns only once its own records are on disk. A restarted node that rejoins its
-run (`resume`) appends to its existing logs once both are checked (`read_resumable`), and its
-protocol reads the public one back from `resumed` (its host the private one, from `resumed_private`).
+returns only once its own records are on disk. Private records are held until the node's next
+commit, public or private (`Journal.settled`): every send and reply waits for them, so a secret
+is on disk before anything computed from it leaves the node, at no commit of its own. A
+restarted node that rejoins its run (`resume`) appends to its existing logs once both are
+checked (`read_resumable`), and its protocol reads the public one back from `resumed` (its host
+the private one, from `resumed_private`).
 """
 
 from __future__ import annotations
@@ -254,7 +257,11 @@ class GroupedAppends:
 
     async def append(self, records: Sequence[viewlog_pb2.Record]) -> None:
         """Return once `records` are written, in order after every record handed in before, and fsync'd."""
-        await group_commit().submit(self._writer, records)
+        await self.hand_in(records)
+
+    def hand_in(self, records: Sequence[viewlog_pb2.Record]) -> asyncio.Future[None]:
+        """`append` as the group commit's future: appends handed in in one turn of the loop share a commit."""
+        return group_commit().submit(self._writer, records)
 
 
 class Journal:
@@ -284,10 +291,29 @@ class Journal:
         self._closed = False
         self._view_appends = GroupedAppends(self._view)
         self._private_appends = GroupedAppends(self._private)
+        # Private records the node has logged and not yet committed: they go out with its next commit (see
+        # `settled`), so that a contribution, its noise and the record of its sending share one fsync.
+        self._private_held: list[viewlog_pb2.Record] = []
 
     async def write(self, *records: viewlog_pb2.Record) -> None:
-        """Append public records, durable together before returning."""
-        await self._view_appends.append(records)
+        """Append public records, durable together (and with every private record logged before) before returning."""
+        if not self._private_held:
+            await self._view_appends.append(records)
+            return
+        held, self._private_held = self._private_held, []
+        await asyncio.gather(self._private_appends.hand_in(held), self._view_appends.hand_in(records))
+
+    async def settled(self) -> None:
+        """Return once every private record logged so far is durable.
+
+        A private record (an input, a noise draw) is held until the node's next commit, public or not;
+        everything that carries what the node computed from its secrets waits here before it leaves the
+        node (`Outbox` before a send, `Receiver` before a reply), so a record is never missing for a value
+        that went out. With nothing held this returns without yielding to the event loop.
+        """
+        if self._private_held:
+            held, self._private_held = self._private_held, []
+            await self._private_appends.append(held)
 
     async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
         """Messages and what became of each at its peer, made durable together."""
@@ -316,19 +342,21 @@ class Journal:
         record = viewlog_pb2.FinalOutput(value=to_tensor(value), rounds_completed=steps_completed)
         await self.write(viewlog_pb2.Record(final_output=record))
 
-    async def private_input(self, value: np.ndarray, clipped: bool) -> None:
+    def private_input(self, value: np.ndarray, clipped: bool) -> None:
+        """The node's input as it enters the protocol, private; committed with the node's next commit (`settled`)."""
         record = viewlog_pb2.PrivateInput(value=to_tensor(value), clipped=clipped)
-        await self._private_appends.append([viewlog_pb2.Record(private_input=record)])
+        self._private_held.append(viewlog_pb2.Record(private_input=record))
 
-    async def canaries(self, signs: np.ndarray, magnitude: float) -> None:
+    def canaries(self, signs: np.ndarray, magnitude: float) -> None:
         """The node's secret canary signs (an audit run), private like its noise."""
         record = viewlog_pb2.CanaryCoins(signs=to_tensor(signs), magnitude=magnitude)
-        await self._private_appends.append([viewlog_pb2.Record(canaries=record)])
+        self._private_held.append(viewlog_pb2.Record(canaries=record))
 
-    async def noise(self, purpose: str, value: np.ndarray, *, step: int, mechanism: str, scale: float) -> None:
+    def noise(self, purpose: str, value: np.ndarray, *, step: int, mechanism: str, scale: float) -> None:
+        """A noise draw (or another secret), private; committed with the node's next commit (`settled`)."""
         record = viewlog_pb2.NoiseDraw(purpose=purpose, value=to_tensor(value), step=step, mechanism=mechanism,
                                        scale=scale)
-        await self._private_appends.append([viewlog_pb2.Record(noise=record)])
+        self._private_held.append(viewlog_pb2.Record(noise=record))
 
     @property
     def view_writer(self) -> ViewLogWriter:
@@ -341,6 +369,10 @@ class Journal:
         return self._closed
 
     def close(self) -> None:
+        """Close both logs, committing the private records still held (a run that ended with nothing sent since)."""
+        if self._private_held:
+            self._private.append_many(self._private_held)
+            self._private_held = []
         self._closed = True
         self._view.close()
         self._private.close()

@@ -194,12 +194,12 @@ def key_share_messages(private: X25519PrivateKey, dimension: int) -> list[Messag
             for k, chunk in enumerate(encode_key(public_bytes(private), dimension))]
 
 
-async def log_secrets(journal: Journal, secrets: Mapping[int, PairwiseSecret], kind: SamplerKind) -> None:
+def log_secrets(journal: Journal, secrets: Mapping[int, PairwiseSecret], kind: SamplerKind) -> None:
     """Every agreed secret to the private log (step = the peer), marked insecure in simulation."""
     mechanism = SECURE_MECHANISM if kind == "secure" else SIMULATION_MECHANISM
     for peer, agreed in sorted(secrets.items()):
-        await journal.noise(SECRET_PURPOSE, np.frombuffer(agreed.secret, dtype=np.uint8).astype(np.float64),
-                            step=peer, mechanism=mechanism, scale=0.0)
+        journal.noise(SECRET_PURPOSE, np.frombuffer(agreed.secret, dtype=np.uint8).astype(np.float64),
+                      step=peer, mechanism=mechanism, scale=0.0)
 
 
 class AgreementFailed(NetdpError):
@@ -239,5 +239,5 @@ class PairwiseAgreement:
             raise AgreementFailed(f"node {node_id}: no key from peers {missing} within {deadline:g} s")
         secrets = {peer: PairwiseSecret(peer, edge_secret(private, node_id, peer, publics[peer], run_id))
                    for peer in peers}
-        await log_secrets(context.journal, secrets, kind)
+        log_secrets(context.journal, secrets, kind)
         return secrets

@@ -186,6 +186,7 @@ class Receiver:
             raise
         if reply is None:
             return None
+        await self._journal.settled()  # the secrets behind the reply are on disk before it leaves
         return to_wire(reply, run_id=self._topology.run_id, protocol=self._protocol,
                        sender=self._node_id, receiver=sender)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -26,7 +26,8 @@ from node.refusal import Refusal
 # How often a neighbour that acknowledged our value but whose own value is missing is checked
 # for life: one that died since (SIGKILL, host gone) is dropped at once, not after the patience.
 PROBE_INTERVAL_S = 0.5
-Probe = Callable[[int], Awaitable[bool]]
+# (peers) -> those of them that do not answer at all (dead or cut off)
+Probe = Callable[[Sequence[int]], Awaitable[set[int]]]
 
 
 @dataclass
@@ -119,10 +120,12 @@ class RoundBarrier:
     def _settle(self, sender: int, message: Message, logged: bool) -> None:
         """The value's record is durable (`logged`): store it; or it could not be written: free its place."""
         round_index = message.id.round
-        self._logging[round_index].discard(sender)
+        logging = self._logging[round_index]
+        logging.discard(sender)
         if logged:
             self._values[round_index][sender] = message.payload
-        self._notify()
+        if round_index == self._open_round and not logging:  # the collector decides only on its round's values,
+            self._notify()  # and only once none is on its way to disk: one wake per commit, not per value
 
     def _notify(self) -> None:
         if self._changed is not None and not self._changed.done():
@@ -175,8 +178,7 @@ class RoundBarrier:
         the dead ones."""
         while True:
             waiting = [peer for peer in fates.alive if peer not in self._values.get(round_index, {})]
-            answers = await asyncio.gather(*(probe(peer) for peer in waiting))
-            dead = [peer for peer, answered in zip(waiting, answers) if not answered]
+            dead = await probe(waiting) if waiting else set()
             for peer in dead:
                 fates.mark_dead(peer)
             if dead:

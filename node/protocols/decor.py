@@ -101,8 +101,7 @@ class DecorNode:
             await context.step_started(t)
             if t < params.drawing_rounds:
                 noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-                sent = noisy + await pairwise_noise(context, secrets, t, value.size,
-                                                    params.sigma_cor_ratio * params.sigma)
+                sent = noisy + pairwise_noise(context, secrets, t, value.size, params.sigma_cor_ratio * params.sigma)
             else:
                 sent = value
             received = await self._rounds.exchange(t, sent)
@@ -110,8 +109,8 @@ class DecorNode:
         return NodeOutput(value, params.rounds)
 
 
-async def pairwise_noise(context: ProtocolContext[Any], secrets: dict[int, PairwiseSecret], step: int, size: int,
-                         sigma_cor: float) -> np.ndarray:
+def pairwise_noise(context: ProtocolContext[Any], secrets: dict[int, PairwiseSecret], step: int, size: int,
+                   sigma_cor: float) -> np.ndarray:
     """Σ_j s_vj v_e^step over the neighbours, every edge's draw logged privately as its lower end adds it.
 
     DECOR's averaging rounds and its learning steps (`node.protocols.decor_gd`) add the same term.
@@ -119,8 +118,8 @@ async def pairwise_noise(context: ProtocolContext[Any], secrets: dict[int, Pairw
     total = np.zeros(size)
     for peer, agreed in sorted(secrets.items()):
         draw = sigma_cor * agreed.normals(step=step, purpose=PAIRWISE_PURPOSE, size=size)
-        await context.journal.noise(PAIRWISE_PURPOSE, draw, step=pairwise_step(step, peer, context.topology.n),
-                                    mechanism="gaussian", scale=sigma_cor)
+        context.journal.noise(PAIRWISE_PURPOSE, draw, step=pairwise_step(step, peer, context.topology.n),
+                             mechanism="gaussian", scale=sigma_cor)
         total += edge_sign(context.node_id, peer) * draw
     return total
 

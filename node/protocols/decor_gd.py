@@ -65,7 +65,7 @@ class DecorGDNode:
         for step in range(params.steps):
             await context.step_started(step)
             noisy = await noisy_gradient(context, self._data, model, step)
-            noisy = noisy + await pairwise_noise(context, secrets, step, model.size, sigma_cor)
+            noisy = noisy + pairwise_noise(context, secrets, step, model.size, sigma_cor)
             first = step * params.gossip_rounds
             model = await run_gossip(model - params.learning_rate * noisy, range(first, first + params.gossip_rounds),
                                      row, node, self._rounds.exchange, None)

@@ -11,7 +11,7 @@ neighbour instead of one for all.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -92,8 +92,8 @@ class BarrierRounds:
 
         probe_timeout_s = PROBE_TIMEOUT_S * network.round_deadline_s / context.topology.network.round_deadline_s
 
-        async def probe(peer: int) -> bool:
-            return await context.reachable(peer, min(budget, probe_timeout_s))
+        async def probe(peers: Sequence[int]) -> set[int]:
+            return await context.silent(peers, min(budget, probe_timeout_s))
 
         # In round 0 a send waits for the peer to come up (peers start at different times);
         # later, a peer that cannot be connected to fails at once.

@@ -323,7 +323,7 @@ class PersonalizedCDNode:
         scale, spent = context.noise.laplace_scale(self._problem.warm_start_sensitivity, epsilon)
         assert self._ledger is not None  # a warm start is private (the Params say so), so the agent has a budget
         await self._ledger.spend(0, spent)
-        await context.journal.private_input(local, False)
+        context.journal.private_input(local, False)
         theta = await context.noise.laplace(local, scale, step=0, purpose=WARM_START_PURPOSE)
         await self._broadcast(theta, 0)
         self._local = theta

@@ -107,25 +107,24 @@ class SecureNeighbourhoodNode:
         for t in range(params.rounds):
             await context.step_started(t)
             noisy = await context.noise.gaussian(value, params.sigma, step=t, purpose=NOISE_PURPOSE)
-            received = await self._rounds.exchange(t, await masked_sends(context, secrets, t, noisy,
-                                                                         params.mask_ratio * params.sigma))
+            received = await self._rounds.exchange(t, masked_sends(context, secrets, t, noisy,
+                                                                   params.mask_ratio * params.sigma))
             value = weighted_sum(noisy, received, topology.weight_row(node_id), node_id)
         return NodeOutput(value, params.rounds)
 
 
-async def masked_sends(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int,
-                       value: np.ndarray, sigma_mask: float) -> dict[int, np.ndarray]:
+def masked_sends(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int,
+                 value: np.ndarray, sigma_mask: float) -> dict[int, np.ndarray]:
     """z_{j→v} = W_vj value + Σ_k s_jk m^{(v)}_{jk,t} for every neighbour v: what this node j sends in round t.
 
     Averaging rounds and learning's gossip rounds (`node.protocols.secure_neighbourhood_gd`) send the same.
     """
     topology, node_id = context.topology, context.node_id
-    return {v: topology.weight_row(v)[node_id] * value + await masks(context, secrets, round_index, v, value.size,
-                                                                      sigma_mask)
+    return {v: topology.weight_row(v)[node_id] * value + masks(context, secrets, round_index, v, value.size, sigma_mask)
             for v in context.neighbours()}
 
 
-async def masks(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int, receiver: int,
+def masks(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSecret], round_index: int, receiver: int,
                 size: int, sigma_mask: float) -> np.ndarray:
     """Σ_k s_jk m^{(v)}_{jk,t} over the receiver's other neighbours k, every mask logged privately."""
     n, node_id = context.topology.n, context.node_id
@@ -134,8 +133,8 @@ async def masks(context: ProtocolContext[Any], secrets: Mapping[int, PairwiseSec
         if other == node_id:
             continue
         draw = sigma_mask * secrets[other].normals(step=round_index, purpose=mask_purpose(receiver), size=size)
-        await context.journal.noise(MASK_PURPOSE, draw, step=mask_step(round_index, receiver, other, n),
-                                    mechanism="gaussian", scale=sigma_mask)
+        context.journal.noise(MASK_PURPOSE, draw, step=mask_step(round_index, receiver, other, n),
+                             mechanism="gaussian", scale=sigma_mask)
         total += edge_sign(node_id, other) * draw
     return total
 

@@ -75,7 +75,7 @@ class SecureNeighbourhoodGDNode:
             await context.step_started(step)
             model = model - params.learning_rate * await noisy_gradient(context, self._data, model, step)
             for round_index in range(step * params.gossip_rounds, (step + 1) * params.gossip_rounds):
-                sends = await masked_sends(context, secrets, round_index, model, params.sigma_mask)
+                sends = masked_sends(context, secrets, round_index, model, params.sigma_mask)
                 model = weighted_sum(model, await self._rounds.exchange(round_index, sends), row, node)
         return NodeOutput(model, params.steps)
 

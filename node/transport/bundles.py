@@ -132,6 +132,11 @@ class Courier:
             self._flusher = loop.create_task(self._flush())
         return posted.outcome
 
+    def answers(self, peer: int) -> bool | None:
+        """Whether `peer`, an id of this process, still takes messages: until its node stops (None: not hosted here)."""
+        receiver = self._receiver_of(peer)
+        return None if receiver is None else not receiver.journal.closed
+
     async def _flush(self) -> None:
         bundle: list[_Posted] = []
         try:

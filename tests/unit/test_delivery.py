@@ -21,7 +21,7 @@ from node.journal import Delivery, Journal
 from node.message import GOSSIP, Message, MessageId
 from node.transport.base import LinkError
 from node.transport.inprocess import InProcessLink
-from node.viewlog import VIEW_LOG_NAME, read_log
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
 
 BUDGET_S = 30.0
 
@@ -159,3 +159,54 @@ async def test_a_ping_in_process_answers_for_a_running_peer_without_a_message(jo
     assert await outbox.reachable(1, timeout_s=1.0)
     assert not await outbox.reachable(2, timeout_s=1.0)  # not running: unreachable
     assert CountingReceiver.accepted == 0
+
+
+async def test_a_secret_is_on_disk_before_the_message_carrying_it_leaves(journal, tmp_path):
+    """A noise draw is held until the node's next commit; a send commits it first, so no value leaves without it."""
+    private = tmp_path / PRIVATE_LOG_NAME
+    journal.noise("perturb", np.full(2, 0.5), step=0, mechanism="gaussian", scale=1.0)
+    assert read_log(private).of_kind("noise") == []  # held: no commit of its own
+
+    class CheckingLink(ScriptedLink):
+        async def send(self, envelope, data, timeout_s, *, wait_for_peer):
+            assert [draw.step for draw in read_log(private).of_kind("noise")] == [0]
+            await super().send(envelope, data, timeout_s, wait_for_peer=wait_for_peer)
+
+    link = CheckingLink([])
+    await broadcast(journal, {1: link})
+    assert link.calls == [False]
+
+
+async def test_held_secrets_go_out_with_the_next_public_commit_or_at_close(journal, tmp_path):
+    journal.private_input(np.ones(2), clipped=False)
+    await journal.write(viewlog_pb2.Record(drop_out=viewlog_pb2.DropOut(peer=1, round=0, reason="test")))
+    assert len(read_log(tmp_path / PRIVATE_LOG_NAME).of_kind("private_input")) == 1
+    journal.noise("perturb", np.zeros(2), step=1, mechanism="gaussian", scale=1.0)
+    journal.close()
+    assert [draw.step for draw in read_log(tmp_path / PRIVATE_LOG_NAME).of_kind("noise")] == [1]
+
+
+async def test_ids_of_this_process_are_asked_of_their_node_not_pinged(journal):
+    """A liveness probe costs no ping (and no task) for an id this process hosts: it lives as long as the process."""
+
+    class Hosting:
+        def post(self, envelope, data, timeout_s):
+            return None
+
+        def answers(self, peer):
+            return {1: True, 2: False}.get(peer)  # 1 runs here, 2 ran here and stopped, 3 is elsewhere
+
+    pinged: list[int] = []
+
+    class PingLink(ScriptedLink):
+        def __init__(self, peer: int) -> None:
+            super().__init__([])
+            self.peer = peer
+
+        async def ping(self, envelope, data, timeout_s, *, wait_for_peer):
+            pinged.append(self.peer)
+            raise LinkError("UNAVAILABLE", "down")
+
+    outbox = Outbox(PingLink, journal, run_id="r", protocol="muffliato", sender=0, courier=Hosting())
+    assert await outbox.silent([1, 2, 3], timeout_s=1.0) == {2, 3}
+    assert pinged == [3]

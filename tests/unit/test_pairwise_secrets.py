@@ -119,7 +119,7 @@ async def test_a_missing_key_is_not_waited_for_past_the_timeout(journal: Journal
 async def test_secrets_go_to_the_private_log_only(journal: Journal, tmp_path: Path,
                                                   keys: dict[int, X25519PrivateKey]) -> None:
     agreed = PairwiseSecret(0, secret(1, 0, keys))
-    await log_secrets(journal, {0: agreed}, "secure")
+    log_secrets(journal, {0: agreed}, "secure")
     journal.close()
     private = read_log(tmp_path / PRIVATE_LOG_NAME).of_kind("noise")
     assert [(d.purpose, d.step) for d in private] == [(SECRET_PURPOSE, 0)]
