@@ -160,8 +160,7 @@ class MuffliatoAsyncNode:
                 continue
             except TimeoutError:
                 pass
-            answers = await asyncio.gather(*(context.reachable(peer, LIVENESS_INTERVAL_S) for peer in missing))
-            dead.update(peer for peer, answered in zip(missing, answers) if not answered)
+            dead |= await context.silent(missing, LIVENESS_INTERVAL_S)
 
 
 PLUGIN = ProtocolPlugin(
