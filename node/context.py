@@ -267,6 +267,10 @@ class ProtocolContext(Generic[P]):
         """The peers that do not answer at all right now (dead or cut off)."""
         return await self._outbox.silent(peers, timeout_s)
 
+    def silent_here(self, peers: Sequence[int]) -> tuple[set[int], list[int]]:
+        """Without asking anyone: the peers hosted in this process that stopped, and those a ping must ask."""
+        return self._outbox.silent_here(peers)
+
     async def wait_for_peers(self, peers: Sequence[int], timeout_s: float) -> set[int]:
         """Wait until each peer is up (peers start at different times); return those that came up."""
         answers = await asyncio.gather(*(self._outbox.reachable(peer, timeout_s, wait_for_peer=True)

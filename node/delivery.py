@@ -315,18 +315,31 @@ class Outbox:
             return not exc.unreachable and exc.code != "DEADLINE_EXCEEDED"
         return True
 
-    async def silent(self, peers: Sequence[int], timeout_s: float) -> set[int]:
-        """The peers that do not answer a ping now (dead or cut off).
+    def silent_here(self, peers: Sequence[int]) -> tuple[set[int], list[int]]:
+        """Of `peers`, the ids of this process that no longer take messages (their node stopped), and the others:
+        those only a ping can tell about.
 
         An id of this process is not pinged: it shares this process's life, and its node says whether it still
         takes messages (a virtual run's thousands of round barriers would otherwise ping each other at every
-        probe, a task per ping).
+        check, a task per ping).
         """
-        hosted = {} if self._courier is None else {peer: self._courier.answers(peer) for peer in peers}
-        remote = [peer for peer in peers if hosted.get(peer) is None]
-        answers = await asyncio.gather(*(self.reachable(peer, timeout_s) for peer in remote))
-        return ({peer for peer, answers_here in hosted.items() if answers_here is False}
-                | {peer for peer, up in zip(remote, answers) if not up})
+        if self._courier is None:
+            return set(), list(peers)
+        stopped, elsewhere = set(), []
+        for peer in peers:
+            answers = self._courier.answers(peer)
+            if answers is None:
+                elsewhere.append(peer)
+            elif not answers:
+                stopped.add(peer)
+        return stopped, elsewhere
+
+    async def silent(self, peers: Sequence[int], timeout_s: float) -> set[int]:
+        """The peers that do not answer a ping now (dead or cut off); ids of this process are not pinged
+        (`silent_here`)."""
+        stopped, elsewhere = self.silent_here(peers)
+        answers = await asyncio.gather(*(self.reachable(peer, timeout_s) for peer in elsewhere))
+        return stopped | {peer for peer, up in zip(elsewhere, answers) if not up}
 
     async def close(self) -> None:
         await asyncio.gather(*(link.close() for link in self._links.values()))

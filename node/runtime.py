@@ -28,6 +28,7 @@ from node import security
 from node.agent_budget import BudgetRequest, own_parameters
 from node.breaks import Breaks
 from node.errors import ConfigError
+from node.heap import run_pace
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.idset import describe_nodes, format_ids
 from node.noise import SamplerKind, make_samplers
@@ -138,7 +139,8 @@ async def run_process(config: NodeConfig) -> list[NodeOutcome]:
         raise
     LOG.info("%s listening on %s", describe_nodes(node_ids), address)
     try:
-        return await _run_until_signalled(_run_all([host.run() for host in hosts.values()]))
+        with run_pace():
+            return await _run_until_signalled(_run_all([host.run() for host in hosts.values()]))
     finally:
         # The server stops accepting (and lets the calls in flight finish) before any view log closes.
         await stop_server(server, health, SHUTDOWN_GRACE_S)

@@ -26,8 +26,19 @@ from node.refusal import Refusal
 # How often a neighbour that acknowledged our value but whose own value is missing is checked
 # for life: one that died since (SIGKILL, host gone) is dropped at once, not after the patience.
 PROBE_INTERVAL_S = 0.5
-# (peers) -> those of them that do not answer at all (dead or cut off)
-Probe = Callable[[Sequence[int]], Awaitable[set[int]]]
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """How a round barrier learns that a neighbour died.
+
+    `here(peers)` answers at once for the ids of this process, which live as long as their node:
+    (those of them that stopped, the peers it cannot tell about). `ask(peers)` pings those others:
+    the ones that do not answer at all (dead or cut off).
+    """
+
+    here: Callable[[Sequence[int]], tuple[set[int], list[int]]]
+    ask: Callable[[Sequence[int]], Awaitable[set[int]]]
 
 
 @dataclass
@@ -142,7 +153,7 @@ class RoundBarrier:
         self._notify()
 
     async def collect(self, round_index: int, deadline_s: float, *, patience_s: float,
-                      fates: NeighbourFates, probe: Probe | None = None) -> dict[int, np.ndarray]:
+                      fates: NeighbourFates, liveness: Liveness | None = None) -> dict[int, np.ndarray]:
         """Wait for every neighbour's value for the round, then close the round.
 
         A neighbour our own value could not reach is not waited for: it is dead or cut off,
@@ -152,38 +163,22 @@ class RoundBarrier:
         closed the round without our value: it is ahead, so this node hurries to catch up. Any other
         missing neighbour is dropped once the deadline has passed, unless it acknowledged
         our value for this round (it is alive, only slow: perhaps itself waiting for a dead
-        neighbour); those are waited for up to `patience_s`, unless `probe` finds that one no
+        neighbour); those are waited for up to `patience_s`, unless `liveness` finds that one no
         longer answers at all (it died after acknowledging): that one is dropped at once. Without this, one dead node
         would make its neighbours late and their other neighbours drop them in turn. Later
         values for a closed round are refused; dropped neighbours are logged.
         """
         if round_index != self._open_round:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        watchers: list[asyncio.Task[None]] = []
-        # The watcher starts only once a probe is due: a round that closes sooner costs no task.
-        timer = None if probe is None else loop.call_later(
-            PROBE_INTERVAL_S, lambda: watchers.append(loop.create_task(self._watch_alive(round_index, fates, probe))))
+        started = asyncio.get_running_loop().time()
+        watch = None if liveness is None else LivenessWatch(
+            lambda: [peer for peer in fates.alive if peer not in self._values.get(round_index, {})],
+            fates, liveness, self._notify)
         try:
             return await self._close_round(round_index, deadline_s, patience_s, fates, started)
         finally:
-            if timer is not None:
-                timer.cancel()
-            for watcher in watchers:
-                watcher.cancel()
-
-    async def _watch_alive(self, round_index: int, fates: NeighbourFates, probe: Probe) -> None:
-        """Probe the neighbours that acknowledged but whose value is missing, every PROBE_INTERVAL_S from now; file
-        the dead ones."""
-        while True:
-            waiting = [peer for peer in fates.alive if peer not in self._values.get(round_index, {})]
-            dead = await probe(waiting) if waiting else set()
-            for peer in dead:
-                fates.mark_dead(peer)
-            if dead:
-                await self.wake()
-            await asyncio.sleep(PROBE_INTERVAL_S)
+            if watch is not None:
+                watch.stop()
 
     async def _close_round(self, round_index: int, deadline_s: float, patience_s: float, fates: NeighbourFates,
                            started: float) -> dict[int, np.ndarray]:
@@ -234,3 +229,48 @@ class RoundBarrier:
             if peer not in values:
                 await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values
+
+
+class LivenessWatch:
+    """Every PROBE_INTERVAL_S while a round is collected, its neighbours that acknowledged but whose value is
+    missing are checked for life, and the dead ones filed.
+
+    The check is a timer, not a task: the ids of this process are answered on it at once (a virtual run's
+    thousands of barriers would otherwise each keep a task stepping through every round); only when some of
+    the waited-for neighbours live elsewhere does a task ping them, and the next check comes after the pings.
+    """
+
+    def __init__(self, waiting: Callable[[], list[int]], fates: NeighbourFates, liveness: Liveness,
+                 wake: Callable[[], None]) -> None:
+        self._waiting = waiting
+        self._fates = fates
+        self._liveness = liveness
+        self._wake = wake
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle = self._loop.call_later(PROBE_INTERVAL_S, self._check)
+        self._asking: asyncio.Task[None] | None = None
+
+    def stop(self) -> None:
+        """The round closed: no more checks, and pings in flight are abandoned."""
+        self._timer.cancel()
+        if self._asking is not None:
+            self._asking.cancel()
+
+    def _check(self) -> None:
+        stopped, elsewhere = self._liveness.here(self._waiting())
+        self._file(stopped)
+        if elsewhere:
+            self._asking = self._loop.create_task(self._ask(elsewhere))
+        else:
+            self._timer = self._loop.call_later(PROBE_INTERVAL_S, self._check)
+
+    async def _ask(self, peers: list[int]) -> None:
+        self._file(await self._liveness.ask(peers))
+        self._asking = None
+        self._timer = self._loop.call_later(PROBE_INTERVAL_S, self._check)
+
+    def _file(self, dead: set[int]) -> None:
+        for peer in dead:
+            self._fates.mark_dead(peer)
+        if dead:
+            self._wake()

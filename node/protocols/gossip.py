@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from node.delivery import BarrierDelivery
-from node.mailboxes.round_barrier import NeighbourFates
+from node.mailboxes.round_barrier import Liveness, NeighbourFates
 from node.message import GOSSIP, Message, MessageId
 from node.mixing import accelerated_step
 
@@ -92,7 +92,7 @@ class BarrierRounds:
 
         probe_timeout_s = PROBE_TIMEOUT_S * network.round_deadline_s / context.topology.network.round_deadline_s
 
-        async def probe(peers: Sequence[int]) -> set[int]:
+        async def ask(peers: Sequence[int]) -> set[int]:
             return await context.silent(peers, min(budget, probe_timeout_s))
 
         # In round 0 a send waits for the peer to come up (peers start at different times);
@@ -106,6 +106,6 @@ class BarrierRounds:
                                      wait_for_peer=round_index == 0, on_fate=record_fate)
         sending = asyncio.create_task(send)
         received = await self._barrier.collect(round_index, budget, patience_s=budget * network.patience_factor,
-                                               fates=fates, probe=probe)
+                                               fates=fates, liveness=Liveness(context.silent_here, ask))
         await sending
         return received

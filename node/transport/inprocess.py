@@ -15,6 +15,7 @@ from typing import Any
 
 from netdp.v1 import peer_pb2
 from node.breaks import Breaks
+from node.heap import run_pace
 from node.host import NodeHost, NodeOutcome, StepHook
 from node.noise import GaussianSampler, NodeSamplers
 from node.receiver import Receiver, Reply
@@ -99,7 +100,8 @@ async def run_inprocess(
                             on_step=step_hook(v), randomized_response=randomized_response, network=network,
                             laplace=laplace, coins=coins, breaks=breaks.get(v, Breaks()), courier=courier)
     try:
-        outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
+        with run_pace():
+            outcomes = await asyncio.gather(*(hosts[v].run() for v in running), return_exceptions=return_exceptions)
     finally:
         for host in hosts.values():
             await host.close()

@@ -208,5 +208,6 @@ async def test_ids_of_this_process_are_asked_of_their_node_not_pinged(journal):
             raise LinkError("UNAVAILABLE", "down")
 
     outbox = Outbox(PingLink, journal, run_id="r", protocol="muffliato", sender=0, courier=Hosting())
+    assert outbox.silent_here([1, 2, 3]) == ({2}, [3]) and pinged == []  # answered without asking anyone
     assert await outbox.silent([1, 2, 3], timeout_s=1.0) == {2, 3}
     assert pinged == [3]

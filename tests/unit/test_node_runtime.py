@@ -14,7 +14,7 @@ from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.journal import Journal
-from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
+from node.mailboxes.round_barrier import PROBE_INTERVAL_S, Liveness, NeighbourFates, RoundBarrier
 from node.noise import SecureGaussianSampler, SimulationSampler
 from node.protocols.gossip import mix
 from node.protocols.muffliato import MuffliatoParams
@@ -140,6 +140,52 @@ async def test_a_round_arms_one_timer_and_one_that_fires_early_does_not_close_it
     journal.close()
     (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
     assert drop.peer == 4 and waited_s(drop) >= 0.3
+
+
+async def test_a_neighbour_of_this_process_that_stopped_after_acknowledging_is_dropped_without_a_ping(tmp_path):
+    """Its node says it stopped: the check is a timer, with no task of its own and nobody asked."""
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundBarrier(lambda round_index: (1, 2), journal)
+    asked: list[list[int]] = []
+    tasks_seen: list[int] = []
+
+    def here(peers):
+        tasks_seen.append(len(asyncio.all_tasks()))
+        return {1} & set(peers), []
+
+    async def ask(peers):
+        asked.append(list(peers))
+        return set()
+
+    collecting = asyncio.create_task(inbox.collect(0, 3600.0, patience_s=3600.0, fates=NeighbourFates(alive={1, 2}),
+                                                   liveness=Liveness(here, ask)))
+    await asyncio.sleep(0)
+    tasks_before = len(asyncio.all_tasks())
+    await inbox.deliver(2, 0, np.ones(2))
+    assert set(await asyncio.wait_for(collecting, timeout=10.0)) == {2}
+    assert asked == [] and tasks_seen == [tasks_before]  # one check, on the timer, and no task of its own
+    journal.close()
+    (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
+    assert drop.peer == 1 and waited_s(drop) < 5.0
+
+
+async def test_a_neighbour_elsewhere_is_pinged_and_dropped_once_it_no_longer_answers(tmp_path):
+    """Asked at every check until the ping finds it dead: then dropped at once, long before the patience."""
+    journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
+    inbox = RoundBarrier(lambda round_index: (1,), journal)
+    asked: list[list[int]] = []
+
+    async def ask(peers):
+        asked.append(list(peers))
+        return set(peers) if len(asked) == 2 else set()  # it answers the first ping, not the second
+
+    values = await asyncio.wait_for(
+        inbox.collect(0, 0.01, patience_s=3600.0, fates=NeighbourFates(alive={1}),
+                      liveness=Liveness(lambda peers: (set(), list(peers)), ask)), timeout=10.0)
+    assert values == {} and asked == [[1], [1]]
+    journal.close()
+    (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
+    assert drop.peer == 1 and waited_s(drop) >= 2 * PROBE_INTERVAL_S
 
 
 class SlowJournal(Journal):
