@@ -27,6 +27,7 @@ PING = "ping"  # a call every node answers: is the peer there at all?
 BEHIND = "OUT_OF_RANGE"  # a peer that refuses a round too far ahead of its own
 FateCallback = Callable[[int, Delivery], Awaitable[None]]
 Jitter = Literal["none", "full", "decorrelated"]
+FIRST_TRY = Delivery(True, 1)  # what most messages become: one shared, immutable fate
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ class Outbox:
             except LinkError as failure:
                 retried[peer] = asyncio.ensure_future(send(peer, failure))
                 continue
-            deliveries[peer] = await fated(peer, Delivery(True, 1))
+            deliveries[peer] = await fated(peer, FIRST_TRY)
         deliveries |= dict(zip((peer for peer in ordered if peer not in bundled), await alone))
         deliveries |= {peer: await retry for peer, retry in retried.items()}
         await self._journal.sent((peer, message, deliveries[peer]) for peer in ordered)

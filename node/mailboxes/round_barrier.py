@@ -12,33 +12,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 
 from node.journal import Delivery, Journal, received_record
+from node.mailboxes.liveness import Liveness, LivenessWatch
 from node.mailboxes.quick_path import Taken
 from node.message import GOSSIP, Message, MessageId
 from node.refusal import Refusal
-
-# How often a neighbour that acknowledged our value but whose own value is missing is checked
-# for life: one that died since (SIGKILL, host gone) is dropped at once, not after the patience.
-PROBE_INTERVAL_S = 0.5
-
-
-@dataclass(frozen=True)
-class Liveness:
-    """How a round barrier learns that a neighbour died.
-
-    `here(peers)` answers at once for the ids of this process, which live as long as their node:
-    (those of them that stopped, the peers it cannot tell about). `ask(peers)` pings those others:
-    the ones that do not answer at all (dead or cut off).
-    """
-
-    here: Callable[[Sequence[int]], tuple[set[int], list[int]]]
-    ask: Callable[[Sequence[int]], Awaitable[set[int]]]
 
 
 @dataclass
@@ -148,6 +132,12 @@ class RoundBarrier:
             self._changed = asyncio.get_running_loop().create_future()
         await self._changed
 
+    def _file_dead(self, fates: NeighbourFates, dead: set[int]) -> None:
+        """Neighbours that acknowledged our value and no longer answer at all: not waited for any more."""
+        for peer in dead:
+            fates.mark_dead(peer)
+        self._notify()
+
     async def wake(self) -> None:
         """Re-evaluate the waiting collector (e.g. a neighbour's liveness just became known)."""
         self._notify()
@@ -172,8 +162,8 @@ class RoundBarrier:
             raise RuntimeError(f"collecting round {round_index} while round {self._open_round} is open")
         started = asyncio.get_running_loop().time()
         watch = None if liveness is None else LivenessWatch(
-            lambda: [peer for peer in fates.alive if peer not in self._values.get(round_index, {})],
-            fates, liveness, self._notify)
+            lambda: [peer for peer in fates.alive if peer not in self._values.get(round_index, {})], liveness,
+            partial(self._file_dead, fates))
         try:
             return await self._close_round(round_index, deadline_s, patience_s, fates, started)
         finally:
@@ -230,47 +220,3 @@ class RoundBarrier:
                 await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values
 
-
-class LivenessWatch:
-    """Every PROBE_INTERVAL_S while a round is collected, its neighbours that acknowledged but whose value is
-    missing are checked for life, and the dead ones filed.
-
-    The check is a timer, not a task: the ids of this process are answered on it at once (a virtual run's
-    thousands of barriers would otherwise each keep a task stepping through every round); only when some of
-    the waited-for neighbours live elsewhere does a task ping them, and the next check comes after the pings.
-    """
-
-    def __init__(self, waiting: Callable[[], list[int]], fates: NeighbourFates, liveness: Liveness,
-                 wake: Callable[[], None]) -> None:
-        self._waiting = waiting
-        self._fates = fates
-        self._liveness = liveness
-        self._wake = wake
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle = self._loop.call_later(PROBE_INTERVAL_S, self._check)
-        self._asking: asyncio.Task[None] | None = None
-
-    def stop(self) -> None:
-        """The round closed: no more checks, and pings in flight are abandoned."""
-        self._timer.cancel()
-        if self._asking is not None:
-            self._asking.cancel()
-
-    def _check(self) -> None:
-        stopped, elsewhere = self._liveness.here(self._waiting())
-        self._file(stopped)
-        if elsewhere:
-            self._asking = self._loop.create_task(self._ask(elsewhere))
-        else:
-            self._timer = self._loop.call_later(PROBE_INTERVAL_S, self._check)
-
-    async def _ask(self, peers: list[int]) -> None:
-        self._file(await self._liveness.ask(peers))
-        self._asking = None
-        self._timer = self._loop.call_later(PROBE_INTERVAL_S, self._check)
-
-    def _file(self, dead: set[int]) -> None:
-        for peer in dead:
-            self._fates.mark_dead(peer)
-        if dead:
-            self._wake()

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from node.delivery import BarrierDelivery
-from node.mailboxes.round_barrier import Liveness, NeighbourFates
+from node.mailboxes.liveness import Liveness
+from node.mailboxes.round_barrier import NeighbourFates
 from node.message import GOSSIP, Message, MessageId
 from node.mixing import accelerated_step
 

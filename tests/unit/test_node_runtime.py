@@ -14,7 +14,8 @@ from coordinator_tools.topology.generators import generate
 from netdp.v1 import viewlog_pb2
 from node.codec import from_tensor
 from node.journal import Journal
-from node.mailboxes.round_barrier import PROBE_INTERVAL_S, Liveness, NeighbourFates, RoundBarrier
+from node.mailboxes.liveness import PROBE_INTERVAL_S, Liveness
+from node.mailboxes.round_barrier import NeighbourFates, RoundBarrier
 from node.noise import SecureGaussianSampler, SimulationSampler
 from node.protocols.gossip import mix
 from node.protocols.muffliato import MuffliatoParams
@@ -143,7 +144,7 @@ async def test_a_round_arms_one_timer_and_one_that_fires_early_does_not_close_it
 
 
 async def test_a_neighbour_of_this_process_that_stopped_after_acknowledging_is_dropped_without_a_ping(tmp_path):
-    """Its node says it stopped: the check is a timer, with no task of its own and nobody asked."""
+    """Its node says it stopped: the check runs on a timer, with no task of its own, and nobody is asked."""
     journal = Journal(tmp_path, viewlog_pb2.RunHeader(run_id="r", node_id=0))
     inbox = RoundBarrier(lambda round_index: (1, 2), journal)
     asked: list[list[int]] = []
@@ -167,6 +168,41 @@ async def test_a_neighbour_of_this_process_that_stopped_after_acknowledging_is_d
     journal.close()
     (drop,) = read_log(tmp_path / VIEW_LOG_NAME).of_kind("drop_out")
     assert drop.peer == 1 and waited_s(drop) < 5.0
+
+
+async def test_the_liveness_checks_of_many_barriers_share_one_timer(tmp_path, monkeypatch):
+    """A process of thousands of ids keeps one timer for their checks, not one each."""
+    loop = asyncio.get_running_loop()
+    armed: list[str] = []
+    real_call_later = loop.call_later
+
+    def counted_call_later(delay, callback, *args, context=None):
+        if "Liveness" in getattr(callback, "__qualname__", ""):
+            armed.append(callback.__qualname__)
+        return real_call_later(delay, callback, *args, context=context)
+
+    monkeypatch.setattr(loop, "call_later", counted_call_later)
+    checked: list[int] = []
+
+    def here(peers):
+        checked.append(len(peers))
+        return set(), []
+
+    async def never_asked(peers):
+        raise AssertionError(f"pinged {peers}: every neighbour here is of this process")
+
+    journals = [Journal(tmp_path / str(v), viewlog_pb2.RunHeader(run_id="r", node_id=v)) for v in range(10)]
+    barriers = [RoundBarrier(lambda round_index: (1,), journal) for journal in journals]
+    collecting = [asyncio.create_task(barrier.collect(0, 3600.0, patience_s=3600.0, fates=NeighbourFates(alive={1}),
+                                                      liveness=Liveness(here, never_asked))) for barrier in barriers]
+    await asyncio.sleep(2.2 * PROBE_INTERVAL_S)
+    for barrier in barriers:
+        await barrier.deliver(1, 0, np.ones(2))
+    await asyncio.wait_for(asyncio.gather(*collecting), timeout=10.0)
+    assert len(checked) >= len(barriers) and set(checked) == {1}  # each checked, for its one waited-for neighbour
+    assert 1 <= len(armed) <= 3  # one timer, re-armed each interval: not one per barrier
+    for journal in journals:
+        journal.close()
 
 
 async def test_a_neighbour_elsewhere_is_pinged_and_dropped_once_it_no_longer_answers(tmp_path):
