@@ -29,7 +29,6 @@ import json
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -175,7 +174,7 @@ def _entry(index: int, record: viewlog_pb2.Record, start: float, *, values: bool
 
 def _message(source: Any) -> Document:
     """A message's kind and its full id (round, sequence, exchange id, token id, hop)."""
-    return {"kind": kind_of(source), **asdict(MessageId.of(source))}
+    return {"kind": kind_of(source), **MessageId.of(source)._asdict()}
 
 
 def _reference(ref: viewlog_pb2.MessageRef) -> Document:

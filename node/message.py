@@ -8,9 +8,9 @@ Which fields a kind uses is its `IdScheme`: a field outside the scheme must stay
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -52,9 +52,12 @@ class IdFields(Protocol):
     hop: int
 
 
-@dataclass(frozen=True, order=True)
-class MessageId:
-    """Where a message sits in its protocol: round | sequence + exchange id | token id + hop | sequence."""
+class MessageId(NamedTuple):
+    """Where a message sits in its protocol: round | sequence + exchange id | token id + hop | sequence.
+
+    A named tuple: immutable, ordered and hashable field by field, and built in a fraction of a frozen
+    dataclass's time (every message received builds one).
+    """
 
     round: int = 0
     sequence: int = 0
@@ -86,7 +89,7 @@ class MessageId:
 
 
 # Every message is stamped and checked field by field: the names are looked up once, not per message.
-ID_FIELDS = tuple(f.name for f in fields(MessageId))
+ID_FIELDS = MessageId._fields
 # Per scheme, the id fields it leaves unset (every unset field is 0 or empty).
 UNUSED_FIELDS: dict[IdScheme, tuple[str, ...]] = {
     scheme: tuple(name for name in ID_FIELDS if name not in used) for scheme, used in SCHEME_FIELDS.items()

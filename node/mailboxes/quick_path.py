@@ -20,7 +20,7 @@ def _settled(logged: bool) -> None:
     """Nothing to apply: a refusal is complete once logged."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per message received: plain slots, no frozen set-up
 class Taken:
     """A message a mailbox took without waiting, or refused: the records that log it, and what `settle` applies
     once they are durable (True) or could not be written (False), so that nothing is applied unlogged."""
