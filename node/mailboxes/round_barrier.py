@@ -219,4 +219,3 @@ class RoundBarrier:
             if peer not in values:
                 await self._journal.drop_out(peer, round_index, f"no value after {waited:.3g} s")
         return values
-
