@@ -318,16 +318,27 @@ def noise_check(canary_model: CanaryModel, blocks: Mapping[int, Mapping[int, np.
     estimate = ("; noise std per node, estimated from the canary coordinates: " +
                 ", ".join(f"node {w} {s:.2f}x the published" for w, s in sorted(odd, key=lambda x: x[1])[:SHOWN])
                 if odd else "")
+    untested = _untested(scales, model.owners)
     if not np.any(failed):
         return Check(NOISE_CHECK, True, f"{tail.size} messages' canary coordinates carry the model's noise "
                      f"(std between {ratio.min():.3g}x and {ratio.max():.3g}x of it; {test}, together at "
-                     f"{1 - false_alarm:.2%})")
+                     f"{1 - false_alarm:.2%}){untested}")
     worst = int(np.argmin(tail))
     row = int(np.asarray(checked)[testable][worst])
     return Check(NOISE_CHECK, False, f"{int(np.count_nonzero(failed))} of {tail.size} messages carry noise "
                  f"the run's model does not: the worst, value {canary_model.labels[row]} received by node "
                  f"{receivers[row]}, has {ratio[worst]:.3g}x the "
-                 f"noise std the model says (p = {tail[worst]:.2g}){estimate or '; no node stands out'}")
+                 f"noise std the model says (p = {tail[worst]:.2g}){estimate or '; no node stands out'}{untested}")
+
+
+def _untested(scales: np.ndarray, owners: Sequence[int]) -> str:
+    """The nodes that drew noise no checked message carries (an agent whose broadcasts reached nobody), named so
+    that a pass is not read as covering them; empty when every noise-drawing node was tested."""
+    unheard = sorted({int(w) for w in owners if not np.isfinite(scales[w])})
+    if not unheard:
+        return ""
+    nodes = ", ".join(map(str, unheard[:SHOWN])) + (f" and {len(unheard) - SHOWN} more" if len(unheard) > SHOWN else "")
+    return f"; not tested: the noise of node {nodes}, which no checked message carries"
 
 
 def laplace_tails(measured: np.ndarray, spreads: np.ndarray, count: int) -> np.ndarray:

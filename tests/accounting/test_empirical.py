@@ -91,6 +91,16 @@ def test_the_noise_check_names_the_node_that_drew_too_little():
     assert audit(n, planted, logs).checks[0].ok
 
 
+def test_a_node_whose_value_reached_nobody_is_named_untested_not_passed():
+    n = 4
+    planted, logs, _ = run(n, np.array([1.0, 1.0, 0.2, 1.0]), np.random.default_rng(1))
+    logs[3].received.clear()  # node 2's too-little noise never left it: nothing leaked, and nothing to test
+    (check,) = audit(n, planted, logs).checks
+    assert check.ok and check.detail.endswith("not tested: the noise of node 2, which no checked message carries")
+    planted, logs, _ = run(n, np.ones(n), np.random.default_rng(1))
+    assert "not tested" not in audit(n, planted, logs).checks[0].detail
+
+
 def test_a_value_outside_the_model_is_scored_and_listed():
     n = 3
     rng = np.random.default_rng(2)
