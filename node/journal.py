@@ -294,14 +294,17 @@ class Journal:
         # Private records the node has logged and not yet committed: they go out with its next commit (see
         # `settled`), so that a contribution, its noise and the record of its sending share one fsync.
         self._private_held: list[viewlog_pb2.Record] = []
+        # The latest private commit handed in: the group commit writes in order, so once it is durable so is
+        # every private record handed in before it.
+        self._private_commit: asyncio.Future[None] | None = None
 
     async def write(self, *records: viewlog_pb2.Record) -> None:
         """Append public records, durable together (and with every private record logged before) before returning."""
         if not self._private_held:
             await self._view_appends.append(records)
             return
-        held, self._private_held = self._private_held, []
-        await asyncio.gather(self._private_appends.hand_in(held), self._view_appends.hand_in(records))
+        private = self._hand_in_private()
+        await asyncio.gather(asyncio.shield(private), self._view_appends.hand_in(records))
 
     async def settled(self) -> None:
         """Return once every private record logged so far is durable.
@@ -309,11 +312,20 @@ class Journal:
         A private record (an input, a noise draw) is held until the node's next commit, public or not;
         everything that carries what the node computed from its secrets waits here before it leaves the
         node (`Outbox` before a send, `Receiver` before a reply), so a record is never missing for a value
-        that went out. With nothing held this returns without yielding to the event loop.
+        that went out. A caller that comes while another's commit of them is in flight waits for that
+        commit too. With nothing held or in flight this returns without yielding to the event loop.
         """
         if self._private_held:
-            held, self._private_held = self._private_held, []
-            await self._private_appends.append(held)
+            self._hand_in_private()
+        if self._private_commit is not None:
+            # Shielded: a caller that gives up does not cancel the commit the others wait for.
+            await asyncio.shield(self._private_commit)
+
+    def _hand_in_private(self) -> asyncio.Future[None]:
+        """Hand the held private records to the group commit; the future of their commit."""
+        held, self._private_held = self._private_held, []
+        self._private_commit = self._private_appends.hand_in(held)
+        return self._private_commit
 
     async def sent(self, messages: Iterable[tuple[int, Message, Delivery]]) -> None:
         """Messages and what became of each at its peer, made durable together."""

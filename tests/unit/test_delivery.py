@@ -9,6 +9,8 @@ and counts a duplicate as held; latest-value tries once.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from node.journal import Delivery, Journal
 from node.message import GOSSIP, Message, MessageId
 from node.transport.base import LinkError
 from node.transport.inprocess import InProcessLink
-from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, read_log
+from node.viewlog import PRIVATE_LOG_NAME, VIEW_LOG_NAME, ViewLogWriter, read_log
 
 BUDGET_S = 30.0
 
@@ -175,6 +177,34 @@ async def test_a_secret_is_on_disk_before_the_message_carrying_it_leaves(journal
     link = CheckingLink([])
     await broadcast(journal, {1: link})
     assert link.calls == [False]
+
+
+async def test_a_sender_that_comes_while_the_secrets_are_being_committed_waits_for_them(journal, tmp_path,
+                                                                                        monkeypatch):
+    """Two values about to leave at once (a send and a reply): the first hands the held draw to the commit; the
+    second finds nothing held and must still wait until the draw is on disk, even when the first gives up."""
+    on_disk = threading.Event()
+    append_many = ViewLogWriter.append_many
+
+    def slow_private_append(writer: ViewLogWriter, records) -> None:
+        if any(record.WhichOneof("kind") == "noise" for record in records):
+            on_disk.wait(timeout=10)
+        append_many(writer, records)
+
+    monkeypatch.setattr(ViewLogWriter, "append_many", slow_private_append)
+    journal.noise("perturb", np.full(2, 0.5), step=0, mechanism="gaussian", scale=1.0)
+    first = asyncio.create_task(journal.settled())
+    await asyncio.sleep(0)  # the first has handed the draw in
+    second = asyncio.create_task(journal.settled())
+    await asyncio.sleep(0.05)
+    assert not second.done()
+    first.cancel()  # a caller that gives up: the commit the second waits for goes on
+    await asyncio.sleep(0.05)
+    assert not second.done()
+    on_disk.set()
+    await second
+    assert [draw.step for draw in read_log(tmp_path / PRIVATE_LOG_NAME).of_kind("noise")] == [0]
+    await journal.settled()  # nothing held, the commit done: returns at once
 
 
 async def test_held_secrets_go_out_with_the_next_public_commit_or_at_close(journal, tmp_path):
