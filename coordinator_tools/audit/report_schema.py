@@ -402,7 +402,9 @@ class CheckResult(Closed):
       coordinates minus the canaries it carries (every node's signs known) have the spread the model says: Σ_i
       r_i²/(σ² Σ_k B_k² s_k²) over the M coordinates, χ² with M degrees of freedom, both tails, Bonferroni over the
       messages at 95%; a failure names the worst message and every node whose noise std, fitted to all messages'
-      variances (non-negative least squares), is off by more than 10%
+      variances (non-negative least squares), is off by more than 10%; pass or fail, the detail names every node
+      whose noise no checked message carries as not tested (its values reached nobody, or they carry canaries of
+      a node whose private log was not read)
     * `every contribution was clipped (private logs)`: with `--with-private-logs`: the data coordinates of every
       logged private input stay within the protocol's clipping bound (Δ/2 for an input; rw-sgd without a
       regulariser: C for a step's gradient; muffliato-gd: the row below; protocols with no fixed bound, which clip
